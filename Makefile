@@ -1,0 +1,47 @@
+# idem_keys. The two commands a newcomer needs: `make demo` and `make test`. Both install what is missing.
+PG_CONFIG ?= /usr/bin/pg_config
+PG_MAJOR  := $(shell $(PG_CONFIG) --version 2>/dev/null | sed -E 's/^PostgreSQL ([0-9]+).*/\1/')
+PGXS_DIR   = $(shell $(PG_CONFIG) --pkglibdir)/pgxs/src/test
+export PATH := $(HOME)/.cargo/bin:$(PATH)
+export PG_CONFIG
+
+DEMO_DIR  ?= /tmp/idem_keys-demo
+DEMO_PORT ?= 54329
+
+.PHONY: demo stop test setup install unit pgtest regress regress-bless clean
+
+setup:
+	@bash scripts/setup.sh
+
+install: setup
+	cargo pgrx install --release --pg-config $(PG_CONFIG)
+
+# A throwaway cluster with the extension, then the story: double tap, replay, mismatch, dead inverter, sweep.
+demo: install
+	@bash scripts/cluster.sh stop $(DEMO_DIR)
+	@rm -rf $(DEMO_DIR)
+	@bash scripts/cluster.sh start $(DEMO_DIR) $(DEMO_PORT)
+	@bash scripts/demo.sh $(DEMO_DIR) $(DEMO_PORT)
+
+stop:
+	@bash scripts/cluster.sh stop $(DEMO_DIR)
+	@echo "demo server stopped"
+
+# Everything, against real PostgreSQL $(PG_MAJOR) servers. Each stage prints how long it took.
+test: setup
+	@bash scripts/test.sh
+
+# Stages of `make test`, runnable alone.
+unit: setup
+	@bash scripts/test.sh unit
+pgtest: setup
+	@bash scripts/test.sh pgtest
+regress: setup
+	@bash scripts/test.sh regress
+# Accept the current outputs of the golden-file tests as expected (review the diff before committing).
+regress-bless: setup
+	@BLESS=1 bash scripts/test.sh regress
+
+clean:
+	cargo clean
+	rm -rf tests/pg_regress/results tests/pg_regress/regression.*

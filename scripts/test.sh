@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# `make test`: every test tier against real PostgreSQL servers, one timing line per stage.
+#   scripts/test.sh            all stages
+#   scripts/test.sh STAGE...   only these (pgtest, regress)
+# BLESS=1 copies the golden-file outputs over the expected files (review the diff before committing).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PG_CONFIG=${PG_CONFIG:-/usr/bin/pg_config}
+PG_MAJOR=$("$PG_CONFIG" --version | sed -E 's/^PostgreSQL ([0-9]+).*/\1/')
+PGXS_TEST=$("$PG_CONFIG" --pkglibdir)/pgxs/src/test
+export PATH="$HOME/.cargo/bin:$PATH"
+
+stages=("$@")
+((${#stages[@]})) || stages=(pgtest regress)
+
+scratch_dir() { # a postgres-owned scratch directory with a short path (it holds Unix sockets)
+  local d; d=$(mktemp -d /tmp/idem.XXXXXX); chown postgres: "$d"; echo "$d"
+}
+
+# Runs a stage under `set -e` (not inside an `if`, which would switch -e off), with a timing line either way.
+timed() {
+  stage_name=$1 stage_start=$SECONDS
+  shift
+  echo "=== stage $stage_name"
+  "$@"
+  echo "=== stage $stage_name: ok in $((SECONDS - stage_start)) s"
+}
+trap 'echo "=== stage ${stage_name:-setup}: FAILED after $((SECONDS - ${stage_start:-0})) s"' ERR
+
+# Unit tests, #[pg_test]s, multi-session and property tests: cargo pgrx test with its own cluster.
+stage_pgtest() {
+  local base; base=$(scratch_dir)
+  cargo pgrx test "pg$PG_MAJOR" --runas postgres --pgdata "$base"
+  rm -rf "$base"
+}
+
+# Golden-file tests of the SQL surface, with pg_regress and a temporary instance.
+stage_regress() {
+  cargo pgrx install --release --pg-config "$PG_CONFIG" >/dev/null
+  run_pg_regress regress tests/pg_regress "$(ls tests/pg_regress/sql | sed 's/\.sql$//' | sort)"
+}
+
+# $1 tool (regress|isolation), $2 suite directory, $3 test names; compares against $2/expected.
+run_pg_regress() {
+  local tool=$1 suite=$2 tests=$3 scratch status=0
+  scratch=$(scratch_dir)
+  cp -r "$suite"/. "$scratch"/
+  mkdir -p "$scratch/expected"
+  for t in $tests; do touch "$scratch/expected/$t.out"; done
+  printf "timezone = 'UTC'\n" > "$scratch/extra.conf"
+  chown -R postgres: "$scratch"
+  local runner="$PGXS_TEST/regress/pg_regress"
+  [ "$tool" = isolation ] && runner="$PGXS_TEST/isolation/pg_isolation_regress"
+  # shellcheck disable=SC2086
+  sudo -u postgres env -u RUST_BACKTRACE "$runner" --temp-instance="$scratch/instance" --temp-config="$scratch/extra.conf" \
+    --inputdir="$scratch" --outputdir="$scratch" --load-extension=idem_keys $tests || status=$?
+  rm -rf "$suite/results"; mkdir -p "$suite/results"
+  cp "$scratch"/results/*.out "$suite/results/" 2>/dev/null || true
+  if [ -n "${BLESS:-}" ]; then
+    cp "$suite"/results/*.out "$suite/expected/"
+    echo "blessed: $suite/expected (review with git diff)"
+    status=0
+  elif [ $status -ne 0 ]; then
+    cat "$scratch/regression.diffs" 2>/dev/null | head -200
+  fi
+  rm -rf "$scratch"
+  return $status
+}
+
+for stage in "${stages[@]}"; do
+  timed "$stage" "stage_$stage"
+done

@@ -1,0 +1,75 @@
+-- idem_keys: the reporting functions, comments and privileges. Runs after the generated CREATE FUNCTIONs.
+
+-- Set-based reads stay SQL: Rust would add nothing but a copy of the query.
+CREATE FUNCTION @extschema@.idem_stale(older_than interval DEFAULT NULL, max_rows integer DEFAULT 100)
+RETURNS TABLE (scope text, key text, token bigint, attempt integer, claimed_at timestamptz,
+               lease_ends_at timestamptz)
+LANGUAGE plpgsql STABLE PARALLEL SAFE SECURITY DEFINER
+SET search_path = pg_catalog, @extschema@, pg_temp
+AS $$
+BEGIN
+    IF older_than < interval '0' THEN
+        RAISE EXCEPTION 'idem_stale: older_than must not be negative' USING ERRCODE = '22023',
+            HINT = 'Pass NULL or an interval such as ''5 minutes''.';
+    END IF;
+    IF max_rows IS NULL OR max_rows <= 0 THEN
+        RAISE EXCEPTION 'idem_stale: max_rows must be a positive integer' USING
+            ERRCODE = CASE WHEN max_rows IS NULL THEN '22004' ELSE '22023' END,
+            HINT = 'Reconcile in pages of e.g. 100 rows.';
+    END IF;
+    RETURN QUERY
+        SELECT k.scope, k.key, k.token, k.attempt, k.claimed_at, k.lease_ends_at
+          FROM idem_keys AS k
+         WHERE k.finished_at IS NULL
+           AND k.lease_ends_at <= clock_timestamp() - coalesce(older_than, interval '0')
+         ORDER BY k.lease_ends_at, k.scope, k.key
+         LIMIT max_rows;
+END
+$$;
+
+CREATE FUNCTION @extschema@.idem_stats(
+    OUT in_progress bigint, OUT stale bigint, OUT finished bigint, OUT expired bigint,
+    OUT oldest_in_progress_age interval, OUT table_bytes bigint)
+LANGUAGE sql STABLE PARALLEL SAFE SECURITY DEFINER
+SET search_path = pg_catalog, @extschema@, pg_temp
+AS $$
+    WITH clock AS (SELECT clock_timestamp() AS now)
+    SELECT count(*) FILTER (WHERE k.finished_at IS NULL AND k.lease_ends_at > clock.now),
+           count(*) FILTER (WHERE k.finished_at IS NULL AND k.lease_ends_at <= clock.now),
+           count(*) FILTER (WHERE k.finished_at IS NOT NULL AND k.expires_at > clock.now),
+           count(*) FILTER (WHERE k.finished_at IS NOT NULL AND k.expires_at <= clock.now),
+           max(clock.now - k.created_at) FILTER (WHERE k.finished_at IS NULL),
+           pg_total_relation_size('idem_keys')
+      FROM clock LEFT JOIN idem_keys AS k ON true
+     GROUP BY clock.now
+$$;
+
+-- The application verbs are callable by every role (SECURITY DEFINER: they need no table privilege).
+-- The maintenance and reporting functions see or delete every tenant's keys, so the administrator grants
+-- them on purpose, e.g. GRANT EXECUTE ON FUNCTION idem_sweep(integer) TO janitor.
+REVOKE ALL ON FUNCTION @extschema@.idem_sweep(integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION @extschema@.idem_stale(interval, integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION @extschema@.idem_stats() FROM PUBLIC;
+
+COMMENT ON FUNCTION @extschema@.idem_claim(text, text, jsonb, interval) IS
+    'Claim an idempotency key for a JSON request: claimed (you own it: run, then idem_finish), replay (stored answer), in_progress (retry after retry_after s), mismatch (same key, other request), recovered (previous owner died: reconcile, then finish). Cast the request: $3::jsonb.';
+COMMENT ON FUNCTION @extschema@.idem_claim(text, text, bytea, interval) IS
+    'Claim an idempotency key for a raw request body; as idem_claim(text, text, jsonb, interval). Cast the request: $3::bytea.';
+COMMENT ON FUNCTION @extschema@.idem_finish(text, text, bigint, integer, jsonb, jsonb, interval) IS
+    'Store the JSON answer of a claimed key and end its lease. Only the current token may finish; the same finish again is a no-op.';
+COMMENT ON FUNCTION @extschema@.idem_finish(text, text, bigint, integer, bytea, jsonb, interval) IS
+    'Store the raw answer of a claimed key and end its lease; as the jsonb form.';
+COMMENT ON FUNCTION @extschema@.idem_release(text, text, bigint) IS
+    'Give a claim up (failure before any side effect, or a retryable 429/503): the next claim starts afresh. False if the token no longer owns the key.';
+COMMENT ON FUNCTION @extschema@.idem_lookup(text, text) IS
+    'Read a key without claiming it: replay or in_progress, or NULL when unknown or expired. Never returns the token.';
+COMMENT ON FUNCTION @extschema@.idem_sweep(integer) IS
+    'Delete expired answers and claims abandoned past idem_keys.abandon_after, batch_size rows per statement; returns the count. Revoked from PUBLIC.';
+COMMENT ON FUNCTION @extschema@.idem_stale(interval, integer) IS
+    'Unfinished keys whose lease ended at least older_than ago, oldest first, for a reconciler that asks its provider and then finishes them with the token. Revoked from PUBLIC.';
+COMMENT ON FUNCTION @extschema@.idem_stats() IS
+    'Counts of in-progress, stale, finished and expired-unswept keys, age of the oldest in-progress key, and the table size in bytes. Revoked from PUBLIC.';
+COMMENT ON FUNCTION @extschema@.idem_fingerprint(jsonb) IS
+    'SHA-256 of a jsonb request in canonical form: equal jsonb values give equal fingerprints.';
+COMMENT ON FUNCTION @extschema@.idem_fingerprint(bytea) IS
+    'SHA-256 of a raw request body (same as sha256(bytea)).';

@@ -1,0 +1,132 @@
+//! `idem_finish` and `idem_release`: the owner's two ways to end a claim. Both are fenced by the token: only
+//! the token the key was last claimed (or recovered) with may end it.
+
+use crate::args::{self, RawJsonb};
+use crate::error;
+use crate::store::{self, Stmt};
+use pgrx::datum::Interval;
+use pgrx::prelude::*;
+
+/// Store the JSON answer of a claimed key.
+#[pg_extern(name = "idem_finish", volatile, parallel_unsafe, security_definer, requires = ["bootstrap"])]
+#[search_path(pg_catalog, @extschema@, pg_temp)]
+fn idem_finish_jsonb(
+    scope: Option<&str>,
+    key: Option<&str>,
+    token: Option<i64>,
+    status_code: Option<i32>,
+    response: Option<RawJsonb>,
+    headers: default!(Option<RawJsonb>, "NULL"),
+    retention: default!(Option<Interval>, "NULL"),
+) {
+    let call = FinishCall::checked(scope, key, token, status_code, headers, retention);
+    if let Some(response) = response {
+        args::response_size(response.size());
+    }
+    call.finish(response.map(RawJsonb::datum), None);
+}
+
+/// Store the raw (bytea) answer of a claimed key.
+#[pg_extern(name = "idem_finish", volatile, parallel_unsafe, security_definer, requires = ["bootstrap"])]
+#[search_path(pg_catalog, @extschema@, pg_temp)]
+fn idem_finish_bytea(
+    scope: Option<&str>,
+    key: Option<&str>,
+    token: Option<i64>,
+    status_code: Option<i32>,
+    response: Option<&[u8]>,
+    headers: default!(Option<RawJsonb>, "NULL"),
+    retention: default!(Option<Interval>, "NULL"),
+) {
+    let call = FinishCall::checked(scope, key, token, status_code, headers, retention);
+    if let Some(response) = response {
+        args::response_size(response.len());
+    }
+    let response_bytes = response.and_then(|bytes| bytes.into_datum());
+    call.finish(None, response_bytes);
+}
+
+/// Give a claim up: the next claim of the key starts afresh. False when the token no longer owns it.
+#[pg_extern(volatile, parallel_unsafe, security_definer, requires = ["bootstrap"])]
+#[search_path(pg_catalog, @extschema@, pg_temp)]
+fn idem_release(scope: Option<&str>, key: Option<&str>, token: Option<i64>) -> bool {
+    let (scope, key) = args::scope_and_key("idem_release", scope, key);
+    let token = args::require(token, "idem_release", "token");
+    store::with_spi(|client| {
+        let params = [store::text(scope), store::text(key), store::int8(token)];
+        if store::run(client, Stmt::Release, &params).len() == 1 {
+            return true;
+        }
+        let now = store::clock_now();
+        let params = [store::text(scope), store::text(key), store::timestamptz(now)];
+        if store::run(client, Stmt::Exists, &params).is_empty() {
+            error::unknown_key("idem_release")
+        }
+        false
+    })
+}
+
+/// A finish whose arguments passed every check that needs no table access.
+struct FinishCall<'a> {
+    scope: &'a str,
+    key: &'a str,
+    token: i64,
+    status_code: i32,
+    headers: Option<RawJsonb>,
+    retention_micros: i64,
+}
+
+impl<'a> FinishCall<'a> {
+    fn checked(
+        scope: Option<&'a str>,
+        key: Option<&'a str>,
+        token: Option<i64>,
+        status_code: Option<i32>,
+        headers: Option<RawJsonb>,
+        retention: Option<Interval>,
+    ) -> FinishCall<'a> {
+        let (scope, key) = args::scope_and_key("idem_finish", scope, key);
+        let token = args::require(token, "idem_finish", "token");
+        let status_code = args::status_code("idem_finish", status_code);
+        if let Some(headers) = headers {
+            let kind = headers.root_kind();
+            if kind != "object" {
+                error::headers_not_object(kind)
+            }
+        }
+        let retention_micros = args::duration_micros("retention", retention, crate::guc::retention_micros);
+        FinishCall { scope, key, token, status_code, headers, retention_micros }
+    }
+
+    fn finish(self, response: Option<pg_sys::Datum>, response_bytes: Option<pg_sys::Datum>) {
+        let now = store::clock_now();
+        let params = [
+            store::text(self.scope),
+            store::text(self.key),
+            store::int8(self.token),
+            store::timestamptz(now),
+            store::timestamptz(now.saturating_add(self.retention_micros)),
+            store::int4(self.status_code),
+            store::raw(response, pg_sys::JSONBOID),
+            store::raw(response_bytes, pg_sys::BYTEAOID),
+            store::raw(self.headers.map(RawJsonb::datum), pg_sys::JSONBOID),
+        ];
+        store::with_spi(|client| {
+            if store::run(client, Stmt::Finish, &params).len() == 1 {
+                return;
+            }
+            let check = store::run(client, Stmt::FinishCheck, &params);
+            if check.is_empty() || store::value::<bool>(&check, 2).unwrap_or(false) {
+                error::unknown_key("idem_finish")
+            }
+            let owner: i64 = store::value(&check, 1).unwrap_or_default();
+            if owner != self.token {
+                error::token_not_owner(self.token, owner)
+            }
+            // Same token, already finished: a retried finish. Fine if it says the same thing.
+            if !store::value::<bool>(&check, 3).unwrap_or(false) {
+                error::already_finished_differently()
+            }
+        })
+    }
+}

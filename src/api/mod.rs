@@ -1,0 +1,7 @@
+//! The SQL verbs. Each file is one verb (or a pair that share their statements); see docs/api.md.
+
+mod claim;
+mod finish;
+mod fingerprint;
+mod lookup;
+mod sweep;

@@ -1,0 +1,59 @@
+//! `idem_sweep`: delete expired answers and abandoned claims in bounded batches. The background worker and
+//! pg_cron both call the same batch step.
+
+use crate::store::{self, Stmt};
+use pgrx::prelude::*;
+
+/// Delete every finished key past its retention and every unfinished key whose lease ended more than
+/// `idem_keys.abandon_after` ago, `batch_size` rows per statement. Rows locked by a live claim are skipped
+/// (SKIP LOCKED), so a sweep never makes a claim wait and never removes a key a claim is taking over.
+#[pg_extern(volatile, parallel_unsafe, security_definer, requires = ["bootstrap"])]
+#[search_path(pg_catalog, @extschema@, pg_temp)]
+fn idem_sweep(batch_size: default!(Option<i32>, "NULL")) -> i64 {
+    let batch_size = match batch_size {
+        Some(size) if size <= 0 => crate::error::not_positive_count("batch_size", size),
+        Some(size) => size,
+        None => crate::guc::sweep_batch_size(),
+    };
+    let mut deleted = 0;
+    loop {
+        let batch = sweep_batch(batch_size);
+        deleted += batch.deleted();
+        if !batch.full {
+            return deleted;
+        }
+    }
+}
+
+pub struct Batch {
+    pub finished: i64,
+    pub abandoned: i64,
+    /// Either kind filled its batch, so more may be waiting.
+    pub full: bool,
+}
+
+impl Batch {
+    pub fn deleted(&self) -> i64 {
+        self.finished + self.abandoned
+    }
+}
+
+/// One batch: at most `batch_size` expired answers and at most `batch_size` abandoned claims.
+pub fn sweep_batch(batch_size: i32) -> Batch {
+    let now = store::clock_now();
+    let abandoned_before = now.saturating_sub(crate::guc::abandon_after_micros());
+    store::with_spi(|client| {
+        let finished = store::run(client, Stmt::SweepFinished, &[store::timestamptz(now), store::int4(batch_size)]);
+        let abandoned = store::run(
+            client,
+            Stmt::SweepAbandoned,
+            &[store::timestamptz(abandoned_before), store::int4(batch_size)],
+        );
+        let limit = batch_size as usize;
+        Batch {
+            finished: finished.len() as i64,
+            abandoned: abandoned.len() as i64,
+            full: finished.len() >= limit || abandoned.len() >= limit,
+        }
+    })
+}

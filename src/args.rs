@@ -1,0 +1,145 @@
+//! Argument checks shared by the verbs, and the zero-copy jsonb argument type.
+//!
+//! Every check runs before the first write, so a bad call changes nothing.
+
+use crate::error;
+use pgrx::datum::Interval;
+use pgrx::{pg_sys, FromDatum};
+
+/// Scope and key are capped so a hostile caller cannot make the primary key index hold megabyte entries.
+pub const MAX_NAME_CHARS: usize = 255;
+
+pub fn require<T>(value: Option<T>, function: &str, argument: &str) -> T {
+    value.unwrap_or_else(|| error::null_argument(function, argument))
+}
+
+/// Scope may be empty (one-tenant apps); key may not.
+pub fn scope_and_key<'a>(function: &str, scope: Option<&'a str>, key: Option<&'a str>) -> (&'a str, &'a str) {
+    let scope = require(scope, function, "scope");
+    let key = require(key, function, "key");
+    if let Some(chars) = chars_over_limit(scope) {
+        error::bad_scope(chars)
+    }
+    if key.is_empty() {
+        error::bad_key(0)
+    }
+    if let Some(chars) = chars_over_limit(key) {
+        error::bad_key(chars)
+    }
+    (scope, key)
+}
+
+/// Characters, not bytes: the limit is what a user reads. A string of at most 255 bytes cannot have more
+/// characters than that, so the hot path never counts.
+fn chars_over_limit(text: &str) -> Option<usize> {
+    if text.len() <= MAX_NAME_CHARS {
+        return None;
+    }
+    let chars = text.chars().count();
+    (chars > MAX_NAME_CHARS).then_some(chars)
+}
+
+pub fn status_code(function: &str, status_code: Option<i32>) -> i32 {
+    let status_code = require(status_code, function, "status_code");
+    if !(100..=599).contains(&status_code) {
+        error::bad_status_code(status_code)
+    }
+    status_code
+}
+
+/// A positive duration in microseconds, or the setting's default when NULL. Months count as 30 days, as in
+/// `EXTRACT(epoch FROM interval)`.
+pub fn duration_micros(argument: &str, value: Option<Interval>, default_micros: impl FnOnce() -> i64) -> i64 {
+    match value {
+        None => default_micros(),
+        Some(interval) => {
+            let micros = interval.as_micros();
+            if micros <= 0 {
+                error::not_positive(argument)
+            }
+            micros.min(i64::MAX as i128 / 4) as i64
+        }
+    }
+}
+
+pub fn response_size(bytes: usize) {
+    let limit = crate::guc::max_response_bytes();
+    if bytes > limit {
+        error::response_too_large(bytes, limit)
+    }
+}
+
+/// A jsonb argument kept as PostgreSQL's own detoasted value: we hash its text form and hand it back to SPI
+/// unchanged, so it is never converted to a Rust value and back (pgrx's `JsonB` parses it with serde).
+#[derive(Clone, Copy)]
+pub struct RawJsonb {
+    detoasted: pg_sys::Datum,
+}
+
+impl RawJsonb {
+    pub fn datum(self) -> pg_sys::Datum {
+        self.detoasted
+    }
+
+    fn container_header(self) -> u32 {
+        // SAFETY: `detoasted` is a detoasted jsonb varlena; its data starts with the root container header.
+        unsafe {
+            let varlena = self.detoasted.cast_mut_ptr::<pg_sys::varlena>();
+            let data = pgrx::varlena::vardata_any(varlena) as *const u32;
+            data.read_unaligned()
+        }
+    }
+
+    /// The JSON type of the root value, as a word for messages.
+    pub fn root_kind(self) -> &'static str {
+        let header = self.container_header();
+        if header & pg_sys::JB_FSCALAR != 0 {
+            "scalar"
+        } else if header & pg_sys::JB_FOBJECT != 0 {
+            "object"
+        } else {
+            "array"
+        }
+    }
+
+    /// Size of the binary value, without the varlena header: what `idem_keys.max_response_bytes` limits.
+    pub fn size(self) -> usize {
+        // SAFETY: as above.
+        unsafe { pgrx::varlena::varsize_any_exhdr(self.detoasted.cast_mut_ptr()) }
+    }
+
+    /// The value's `jsonb_out` text, in the current memory context.
+    pub fn with_text<R>(self, f: impl FnOnce(&[u8]) -> R) -> R {
+        // SAFETY: jsonb_out of a valid jsonb returns a palloc'd NUL-terminated string, freed after use.
+        unsafe {
+            let cstring = pg_sys::JsonbToCString(
+                std::ptr::null_mut(),
+                &mut (*self.detoasted.cast_mut_ptr::<pg_sys::Jsonb>()).root,
+                self.size() as i32,
+            );
+            let result = f(std::ffi::CStr::from_ptr(cstring).to_bytes());
+            pg_sys::pfree(cstring.cast());
+            result
+        }
+    }
+}
+
+impl FromDatum for RawJsonb {
+    unsafe fn from_polymorphic_datum(datum: pg_sys::Datum, is_null: bool, _: pg_sys::Oid) -> Option<Self> {
+        if is_null {
+            return None;
+        }
+        // SAFETY: a non-null jsonb argument. Not the `_packed` variant: JsonbToCString needs the 4-byte
+        // header that `pg_detoast_datum` guarantees (it returns the value unchanged when it already has one).
+        let detoasted = unsafe { pg_sys::pg_detoast_datum(datum.cast_mut_ptr()) };
+        Some(RawJsonb { detoasted: pg_sys::Datum::from(detoasted) })
+    }
+}
+
+unsafe impl<'fcx> pgrx::callconv::ArgAbi<'fcx> for RawJsonb {
+    unsafe fn unbox_arg_unchecked(arg: pgrx::callconv::Arg<'_, 'fcx>) -> Self {
+        unsafe { arg.unbox_arg_using_from_datum().expect("jsonb argument must not be null") }
+    }
+}
+
+pgrx::impl_sql_translatable!(RawJsonb, arg_only = "jsonb");

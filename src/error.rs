@@ -1,0 +1,132 @@
+//! One constructor per failure the SQL surface can report. Each raises an ERROR with a documented
+//! SQLSTATE (see docs/errors.md), a message that says what was wrong, and a DETAIL/HINT where they help.
+//! All of them are raised before anything is written, or roll the statement back with it.
+
+use pgrx::pg_sys::panic::ErrorReport;
+use pgrx::{function_name, PgLogLevel, PgSqlErrorCode};
+
+fn raise(code: PgSqlErrorCode, message: String, detail: Option<String>, hint: Option<&str>) -> ! {
+    let mut report = ErrorReport::new(code, message, function_name!());
+    if let Some(detail) = detail {
+        report = report.set_detail(detail);
+    }
+    if let Some(hint) = hint {
+        report = report.set_hint(hint);
+    }
+    report.report(PgLogLevel::ERROR);
+    unreachable!("ERROR does not return")
+}
+
+/// 22004: a required argument was NULL. A silent NULL result would look like a decision, so we refuse.
+pub fn null_argument(function: &str, argument: &str) -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_NULL_VALUE_NOT_ALLOWED,
+        format!("{function}: {argument} must not be NULL"),
+        None,
+        Some("Pass a value; for an HTTP API a missing Idempotency-Key is the caller's 400, not a NULL key."),
+    )
+}
+
+/// 22023: key empty or too long.
+pub fn bad_key(chars: usize) -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+        if chars == 0 {
+            "idempotency key must not be empty".to_string()
+        } else {
+            format!("idempotency key is {chars} characters long; the limit is {}", crate::args::MAX_NAME_CHARS)
+        },
+        None,
+        Some("Use a client-generated UUID or a similar random string of 1 to 255 characters."),
+    )
+}
+
+/// 22023: scope too long.
+pub fn bad_scope(chars: usize) -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+        format!("scope is {chars} characters long; the limit is {}", crate::args::MAX_NAME_CHARS),
+        None,
+        Some("A scope names a tenant or an endpoint, e.g. 'acct_42:POST /payments'."),
+    )
+}
+
+/// 22023: HTTP status outside 100–599.
+pub fn bad_status_code(status_code: i32) -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+        format!("status_code {status_code} is not an HTTP status code"),
+        None,
+        Some("status_code must be between 100 and 599."),
+    )
+}
+
+/// 22023: headers given but not a JSON object.
+pub fn headers_not_object(found: &str) -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+        "headers must be a JSON object".to_string(),
+        Some(format!("Got a JSON {found}.")),
+        Some(r#"Pass e.g. '{"Content-Type": "application/json"}'::jsonb, or NULL for none."#),
+    )
+}
+
+/// 22023: a lease, retention or similar duration that is zero or negative.
+pub fn not_positive(argument: &str) -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+        format!("{argument} must be a positive interval"),
+        None,
+        Some("Pass NULL to use the idem_keys.* default, or an interval such as '30 seconds'."),
+    )
+}
+
+/// 22023: a count argument that is zero or negative.
+pub fn not_positive_count(argument: &str, value: i32) -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+        format!("{argument} must be positive, got {value}"),
+        None,
+        Some("Pass NULL to use the default."),
+    )
+}
+
+/// 54000: response over idem_keys.max_response_bytes.
+pub fn response_too_large(bytes: usize, limit: usize) -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
+        format!("response is {bytes} bytes; idem_keys.max_response_bytes is {limit}"),
+        None,
+        Some("Store a reference to the result (an id) instead of the whole body, or raise idem_keys.max_response_bytes."),
+    )
+}
+
+/// P0002: finish or release of a key that does not exist (never claimed, released, swept, or expired).
+pub fn unknown_key(function: &str) -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_NO_DATA_FOUND,
+        format!("{function}: no such idempotency key"),
+        Some("The key was never claimed, was released, or its retention ended.".to_string()),
+        Some("Call idem_claim first and use the token it returns."),
+    )
+}
+
+/// 55000: the token does not own the key any more (someone recovered it after the lease ran out).
+pub fn token_not_owner(token: i64, current: i64) -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        format!("token {token} no longer owns this idempotency key"),
+        Some(format!("The key was taken over by token {current} after the lease ran out.")),
+        Some("Do not report this attempt's result; the new owner reconciles and answers. Choose a longer lease if this happens often."),
+    )
+}
+
+/// 55000: a second finish that would change the stored answer.
+pub fn already_finished_differently() -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        "idempotency key is already finished with a different answer".to_string(),
+        None,
+        Some("A finished key's answer never changes. Finishing again with the same answer is a no-op."),
+    )
+}

@@ -1,0 +1,105 @@
+//! Every `idem_keys.*` setting: private statics, bounds, units, one `init()`, small getters.
+//!
+//! All of them are `Userset`, so they can be set per session, per role (`ALTER ROLE … SET`), per database
+//! (`ALTER DATABASE … SET`) and in postgresql.conf. None of them is security-relevant: a caller who shortens
+//! their own lease or retention only affects the keys they write.
+
+use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting};
+use pgrx::pg_sys;
+
+/// Default lease of a claim, in seconds, when `idem_claim(…, lease => NULL)`. A claim whose lease runs out
+/// without a finish may be taken over (`recovered`). Five minutes covers a slow payment provider; pick the
+/// lease longer than the slowest request you expect, or a live owner gets overtaken.
+static LEASE_SECONDS: GucSetting<i32> = GucSetting::<i32>::new(300);
+
+/// How long a finished answer is replayed, in seconds, when `idem_finish(…, retention => NULL)`. Stripe keeps
+/// keys for 24 hours; so do we by default. Past it the key counts as absent, swept or not.
+static RETENTION_SECONDS: GucSetting<i32> = GucSetting::<i32>::new(86_400);
+
+/// How long after its lease ended an unfinished key is kept for a reconciler before `idem_sweep` deletes it,
+/// in seconds. A week by default: long enough for a human to look at what `idem_stale()` reports.
+static ABANDON_AFTER_SECONDS: GucSetting<i32> = GucSetting::<i32>::new(7 * 86_400);
+
+/// Largest stored response, in bytes (the jsonb's binary size, or the bytea's length). Keeps one bad
+/// caller from filling the table with megabytes per key. 1 MB by default.
+static MAX_RESPONSE_BYTES: GucSetting<i32> = GucSetting::<i32>::new(1024 * 1024);
+
+/// Rows `idem_sweep` deletes per statement. Small batches keep each DELETE's locks and WAL burst short.
+static SWEEP_BATCH_SIZE: GucSetting<i32> = GucSetting::<i32>::new(1000);
+
+pub fn init() {
+    GucRegistry::define_int_guc(
+        c"idem_keys.lease",
+        c"Default lease of an idempotency-key claim.",
+        c"Used when idem_claim is called without lease. After the lease the key may be recovered by a retry.",
+        &LEASE_SECONDS,
+        1,
+        i32::MAX,
+        GucContext::Userset,
+        GucFlags::UNIT_S,
+    );
+    GucRegistry::define_int_guc(
+        c"idem_keys.retention",
+        c"Default retention of a finished idempotency key.",
+        c"Used when idem_finish is called without retention. Past it the key counts as absent.",
+        &RETENTION_SECONDS,
+        1,
+        i32::MAX,
+        GucContext::Userset,
+        GucFlags::UNIT_S,
+    );
+    GucRegistry::define_int_guc(
+        c"idem_keys.abandon_after",
+        c"How long an unfinished key is kept after its lease ended before idem_sweep deletes it.",
+        c"Gives a reconciler (idem_stale) time to settle it.",
+        &ABANDON_AFTER_SECONDS,
+        1,
+        i32::MAX,
+        GucContext::Userset,
+        GucFlags::UNIT_S,
+    );
+    GucRegistry::define_int_guc(
+        c"idem_keys.max_response_bytes",
+        c"Largest response idem_finish stores.",
+        c"Larger responses are refused with SQLSTATE 54000.",
+        &MAX_RESPONSE_BYTES,
+        1,
+        i32::MAX,
+        GucContext::Userset,
+        GucFlags::UNIT_BYTE,
+    );
+    GucRegistry::define_int_guc(
+        c"idem_keys.sweep_batch_size",
+        c"Rows idem_sweep deletes per statement.",
+        c"Used when idem_sweep is called without batch_size.",
+        &SWEEP_BATCH_SIZE,
+        1,
+        1_000_000,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    // After every define_*: unknown idem_keys.* names (typos) are then rejected instead of silently kept.
+    unsafe { pg_sys::MarkGUCPrefixReserved(c"idem_keys".as_ptr()) };
+}
+
+const MICROS_PER_SECOND: i64 = 1_000_000;
+
+pub fn lease_micros() -> i64 {
+    LEASE_SECONDS.get() as i64 * MICROS_PER_SECOND
+}
+
+pub fn retention_micros() -> i64 {
+    RETENTION_SECONDS.get() as i64 * MICROS_PER_SECOND
+}
+
+pub fn abandon_after_micros() -> i64 {
+    ABANDON_AFTER_SECONDS.get() as i64 * MICROS_PER_SECOND
+}
+
+pub fn max_response_bytes() -> usize {
+    MAX_RESPONSE_BYTES.get() as usize
+}
+
+pub fn sweep_batch_size() -> i32 {
+    SWEEP_BATCH_SIZE.get()
+}

@@ -1,0 +1,41 @@
+//! idem_keys: Stripe-grade idempotency keys for PostgreSQL, from plain SQL.
+//!
+//! The DDL lives in `sql/`; each concern has its module: `api` (the SQL verbs), `store` (their statements),
+//! `fingerprint`, `args` (input checks), `result` (the idem_result row), `guc` and `error`.
+
+use pgrx::prelude::*;
+
+mod api;
+mod args;
+mod error;
+mod fingerprint;
+mod guc;
+mod result;
+mod store;
+
+#[cfg(any(test, feature = "pg_test"))]
+mod tests;
+
+pgrx::pg_module_magic!();
+
+extension_sql_file!("../sql/bootstrap.sql", name = "bootstrap", bootstrap);
+extension_sql_file!("../sql/finalize.sql", name = "finalize", finalize);
+
+#[pg_guard]
+pub extern "C-unwind" fn _PG_init() {
+    // pg_upgrade loads libraries only to check them; defining settings then would be noise.
+    if unsafe { pg_sys::IsBinaryUpgrade } {
+        return;
+    }
+    guc::init();
+}
+
+/// Hooks the pgrx test harness calls; see ../shared/PGRX_NOTES.md §3.
+#[cfg(test)]
+pub mod pg_test {
+    pub fn setup(_options: Vec<&str>) {}
+
+    pub fn postgresql_conf_options() -> Vec<&'static str> {
+        vec!["timezone = 'UTC'"]
+    }
+}

@@ -1,0 +1,290 @@
+//! The SQL idem_keys runs, as plans prepared once per backend and kept (SPI_keepplan), and the reading of a
+//! key's row into Rust.
+//!
+//! Every statement names the table unqualified: the API functions run with a pinned
+//! `search_path = pg_catalog, <extension schema>, pg_temp`, and the plan cache replans if that path ever
+//! resolves differently (e.g. after DROP/CREATE EXTENSION in another schema), so a kept plan never points at
+//! a stale table. All values are bound parameters; nothing is spliced into SQL text.
+//!
+//! Plans are run with `SpiClient::select` even when they write: pgrx's `update` forces a transaction id
+//! first, which would make a read-only outcome (a replay) pay for a commit record. A plan prepared with
+//! `prepare_mut` still runs read-write, with a fresh snapshot per statement, which is what lets a claim see
+//! a row that a concurrent transaction committed while we waited on it.
+
+use pgrx::prelude::*;
+use pgrx::spi::{OwnedPreparedStatement, SpiClient, SpiTupleTable};
+use pgrx::{datum::DatumWithOid, PgMemoryContexts, PgOid};
+use std::cell::RefCell;
+
+/// The columns a claim classifies a stored key by, in this order, after a leading `inserted` flag.
+/// `$3` is the caller's fingerprint.
+macro_rules! key_columns {
+    () => {
+        "k.token, k.attempt, k.fingerprint = $3, k.finished_at IS NOT NULL, k.lease_ends_at, k.expires_at, \
+         k.status_code, k.response, k.response_bytes, k.headers, k.created_at"
+    };
+}
+
+#[derive(Clone, Copy)]
+pub enum Stmt {
+    /// Insert the key, or else read the row as this statement's snapshot sees it: one statement for both the
+    /// first request (claimed) and the common retry (replay). Args: scope, key, fingerprint, now, lease end.
+    Claim,
+    /// Read the row with a fresh snapshot, when `Claim` lost a race to a row committed after its snapshot.
+    Reread,
+    /// Take over a key whose answer expired or whose owner's lease ran out. The WHERE clause is re-checked on
+    /// the newest row version (EvalPlanQual), so of two racing recoverers exactly one gets a row back.
+    Takeover,
+    /// Store the answer if the token still owns the unfinished key.
+    Finish,
+    /// Why `Finish` matched nothing: owner, state, and whether the stored answer equals the new one.
+    FinishCheck,
+    /// Drop an unfinished claim owned by the token.
+    Release,
+    /// Whether a live (unexpired) row exists, for release's P0002.
+    Exists,
+    /// Read a key for idem_lookup.
+    Lookup,
+    /// Delete one batch of finished keys past retention.
+    SweepFinished,
+    /// Delete one batch of unfinished keys abandoned past idem_keys.abandon_after.
+    SweepAbandoned,
+}
+
+const STMT_COUNT: usize = 10;
+
+const TEXT: PgOid = PgOid::BuiltIn(pg_sys::BuiltinOid::TEXTOID);
+const BYTEA: PgOid = PgOid::BuiltIn(pg_sys::BuiltinOid::BYTEAOID);
+const INT4: PgOid = PgOid::BuiltIn(pg_sys::BuiltinOid::INT4OID);
+const INT8: PgOid = PgOid::BuiltIn(pg_sys::BuiltinOid::INT8OID);
+const JSONB: PgOid = PgOid::BuiltIn(pg_sys::BuiltinOid::JSONBOID);
+const TSTZ: PgOid = PgOid::BuiltIn(pg_sys::BuiltinOid::TIMESTAMPTZOID);
+
+impl Stmt {
+    fn sql(self) -> &'static str {
+        match self {
+            Stmt::Claim => concat!(
+                "WITH inserted AS (
+                   INSERT INTO idem_keys AS k (scope, key, fingerprint, token, attempt, created_at, claimed_at, lease_ends_at)
+                   VALUES ($1, $2, $3, pg_catalog.nextval('idem_keys_token_seq'), 1, $4, $4, $5)
+                   ON CONFLICT (scope, key) DO NOTHING
+                   RETURNING k.token)
+                 SELECT true, token, 1, true, false, $5, NULL::timestamptz, NULL::int4, NULL::jsonb, NULL::bytea,
+                        NULL::jsonb, $4
+                   FROM inserted
+                 UNION ALL
+                 SELECT false, ",
+                key_columns!(),
+                " FROM idem_keys k
+                   WHERE k.scope = $1 AND k.key = $2 AND NOT EXISTS (SELECT FROM inserted)"
+            ),
+            Stmt::Reread => concat!(
+                "SELECT false, ",
+                key_columns!(),
+                " FROM idem_keys k WHERE k.scope = $1 AND k.key = $2"
+            ),
+            Stmt::Takeover => concat!(
+                "UPDATE idem_keys AS k SET
+                   token = pg_catalog.nextval('idem_keys_token_seq'),
+                   attempt = CASE WHEN k.finished_at IS NULL THEN k.attempt + 1 ELSE 1 END,
+                   created_at = CASE WHEN k.finished_at IS NULL THEN k.created_at ELSE $4 END,
+                   fingerprint = $3, claimed_at = $4, lease_ends_at = $5, finished_at = NULL, expires_at = NULL,
+                   status_code = NULL, response = NULL, response_bytes = NULL, headers = NULL
+                 WHERE k.scope = $1 AND k.key = $2
+                   AND ((k.finished_at IS NOT NULL AND k.expires_at <= $4)
+                     OR (k.finished_at IS NULL AND k.lease_ends_at <= $4 AND k.fingerprint = $3))
+                 RETURNING true, ",
+                key_columns!()
+            ),
+            Stmt::Finish => {
+                "UPDATE idem_keys SET finished_at = $4, expires_at = $5, status_code = $6, response = $7,
+                        response_bytes = $8, headers = $9
+                  WHERE scope = $1 AND key = $2 AND token = $3 AND finished_at IS NULL"
+            }
+            Stmt::FinishCheck => {
+                "SELECT token, finished_at IS NOT NULL AND expires_at <= $4,
+                        status_code = $6 AND response IS NOT DISTINCT FROM $7
+                          AND response_bytes IS NOT DISTINCT FROM $8 AND headers IS NOT DISTINCT FROM $9
+                   FROM idem_keys WHERE scope = $1 AND key = $2"
+            }
+            Stmt::Release => {
+                "DELETE FROM idem_keys WHERE scope = $1 AND key = $2 AND token = $3 AND finished_at IS NULL"
+            }
+            Stmt::Exists => {
+                "SELECT FROM idem_keys WHERE scope = $1 AND key = $2 AND (finished_at IS NULL OR expires_at > $3)"
+            }
+            Stmt::Lookup => {
+                "SELECT attempt, finished_at IS NOT NULL, lease_ends_at, status_code, response, response_bytes,
+                        headers, created_at
+                   FROM idem_keys
+                  WHERE scope = $1 AND key = $2 AND (finished_at IS NULL OR expires_at > $3)"
+            }
+            Stmt::SweepFinished => {
+                "DELETE FROM idem_keys WHERE ctid = ANY (ARRAY(
+                   SELECT ctid FROM idem_keys WHERE finished_at IS NOT NULL AND expires_at <= $1
+                    LIMIT $2 FOR UPDATE SKIP LOCKED))
+                   AND finished_at IS NOT NULL AND expires_at <= $1"
+            }
+            Stmt::SweepAbandoned => {
+                "DELETE FROM idem_keys WHERE ctid = ANY (ARRAY(
+                   SELECT ctid FROM idem_keys WHERE finished_at IS NULL AND lease_ends_at <= $1
+                    LIMIT $2 FOR UPDATE SKIP LOCKED))
+                   AND finished_at IS NULL AND lease_ends_at <= $1"
+            }
+        }
+    }
+
+    fn arg_types(self) -> &'static [PgOid] {
+        match self {
+            // Reread shares Claim's parameter list (it ignores the last two) so a claim binds them once.
+            Stmt::Claim | Stmt::Reread | Stmt::Takeover => &[TEXT, TEXT, BYTEA, TSTZ, TSTZ],
+            Stmt::Finish | Stmt::FinishCheck => &[TEXT, TEXT, INT8, TSTZ, TSTZ, INT4, JSONB, BYTEA, JSONB],
+            Stmt::Release => &[TEXT, TEXT, INT8],
+            Stmt::Exists | Stmt::Lookup => &[TEXT, TEXT, TSTZ],
+            Stmt::SweepFinished | Stmt::SweepAbandoned => &[TSTZ, INT4],
+        }
+    }
+
+    /// Read-only plans run on the caller's snapshot (idem_lookup is STABLE and works on a hot standby).
+    fn writes(self) -> bool {
+        !matches!(self, Stmt::Lookup)
+    }
+}
+
+thread_local! {
+    // A backend is single-threaded, so a thread_local is a per-backend cache with no locking.
+    static PLANS: RefCell<[Option<OwnedPreparedStatement>; STMT_COUNT]> = const { RefCell::new([const { None }; STMT_COUNT]) };
+}
+
+/// Runs a kept plan, preparing it on first use in this backend. The result is positioned on its first row.
+pub fn run<'conn>(
+    client: &SpiClient<'conn>,
+    stmt: Stmt,
+    args: &[DatumWithOid<'_>],
+) -> SpiTupleTable<'conn> {
+    PLANS.with_borrow_mut(|plans| {
+        let slot = &mut plans[stmt as usize];
+        if slot.is_none() {
+            let prepared = if stmt.writes() {
+                client.prepare_mut(stmt.sql(), stmt.arg_types())
+            } else {
+                client.prepare(stmt.sql(), stmt.arg_types())
+            };
+            *slot = Some(prepared.unwrap_or_else(|e| spi_failed(e)).keep());
+        }
+        client.select(slot.as_ref().unwrap(), None, args).unwrap_or_else(|e| spi_failed(e)).first()
+    })
+}
+
+/// SPI errors that are not PostgreSQL ERRORs (those unwind by themselves) mean a bug in this file.
+fn spi_failed(error: pgrx::spi::Error) -> ! {
+    pgrx::error!("idem_keys: internal SPI failure: {error}")
+}
+
+/// A key's row as a claim sees it. Varlena values are copied out of SPI memory into the caller's context,
+/// so they outlive `SPI_finish` and go straight into the result tuple without conversion.
+pub struct KeyRow {
+    pub inserted: bool,
+    pub token: i64,
+    pub attempt: i32,
+    pub same_request: bool,
+    pub finished: bool,
+    pub lease_ends_at: Option<i64>,
+    pub expires_at: Option<i64>,
+    pub answer: Answer,
+    pub created_at: i64,
+}
+
+/// A stored answer, as raw datums owned by the caller's memory context.
+#[derive(Default)]
+pub struct Answer {
+    pub status_code: Option<i32>,
+    pub response: Option<pg_sys::Datum>,
+    pub response_bytes: Option<pg_sys::Datum>,
+    pub headers: Option<pg_sys::Datum>,
+}
+
+pub fn first_key_row(table: &SpiTupleTable<'_>) -> Option<KeyRow> {
+    if table.is_empty() {
+        return None;
+    }
+    Some(KeyRow {
+        inserted: value(table, 1).unwrap_or(false),
+        token: value(table, 2).unwrap_or_default(),
+        attempt: value(table, 3).unwrap_or_default(),
+        same_request: value(table, 4).unwrap_or(false),
+        finished: value(table, 5).unwrap_or(false),
+        lease_ends_at: timestamp(table, 6),
+        expires_at: timestamp(table, 7),
+        answer: Answer {
+            status_code: value(table, 8),
+            response: varlena(table, 9),
+            response_bytes: varlena(table, 10),
+            headers: varlena(table, 11),
+        },
+        created_at: timestamp(table, 12).unwrap_or_default(),
+    })
+}
+
+/// A by-value column of the first row.
+pub fn value<T: IntoDatum + FromDatum>(table: &SpiTupleTable<'_>, ordinal: usize) -> Option<T> {
+    table.get::<T>(ordinal).unwrap_or_else(|e| spi_failed(e))
+}
+
+/// A timestamptz column of the first row, as PostgreSQL's microseconds since 2000-01-01.
+pub fn timestamp(table: &SpiTupleTable<'_>, ordinal: usize) -> Option<i64> {
+    table.get_datum_by_ordinal(ordinal).unwrap_or_else(|e| spi_failed(e)).map(|d| d.value() as i64)
+}
+
+/// A varlena column of the first row, copied into the memory context that called SPI.
+pub fn varlena(table: &SpiTupleTable<'_>, ordinal: usize) -> Option<pg_sys::Datum> {
+    let datum = table.get_datum_by_ordinal(ordinal).unwrap_or_else(|e| spi_failed(e))?;
+    // SAFETY: inside Spi::connect the current context is SPI's, whose parent is the caller's; the datum is a
+    // non-null varlena from the current SPI tuple, and its detoasted copy outlives SPI_finish.
+    unsafe {
+        let mut outer = PgMemoryContexts::CurrentMemoryContext.parent().expect("SPI runs inside a caller context");
+        Some(outer.switch_to(|_| pg_sys::Datum::from(pg_sys::pg_detoast_datum_copy(datum.cast_mut_ptr()))))
+    }
+}
+
+/// Parameter builders: bound values, never text.
+pub fn text(value: &str) -> DatumWithOid<'_> {
+    value.into()
+}
+
+pub fn bytes(value: &[u8]) -> DatumWithOid<'_> {
+    value.into()
+}
+
+pub fn int8(value: i64) -> DatumWithOid<'static> {
+    value.into()
+}
+
+pub fn int4(value: i32) -> DatumWithOid<'static> {
+    value.into()
+}
+
+pub fn timestamptz(micros: i64) -> DatumWithOid<'static> {
+    // SAFETY: timestamptz is an int8 by value.
+    unsafe { DatumWithOid::new(pg_sys::Datum::from(micros), pg_sys::TIMESTAMPTZOID) }
+}
+
+/// A raw varlena datum of the given type, or SQL NULL.
+pub fn raw(datum: Option<pg_sys::Datum>, oid: pg_sys::Oid) -> DatumWithOid<'static> {
+    match datum {
+        // SAFETY: the caller passes a valid datum of type `oid` that outlives the statement.
+        Some(datum) => unsafe { DatumWithOid::new(datum, oid) },
+        None => DatumWithOid::null_oid(oid),
+    }
+}
+
+/// The transaction-independent current time: lease checks must see the clock move even inside one long
+/// transaction (now() would stand still).
+pub fn clock_now() -> i64 {
+    unsafe { pg_sys::GetCurrentTimestamp() }
+}
+
+/// Connects to SPI for the closure.
+pub fn with_spi<R>(f: impl FnOnce(&SpiClient<'_>) -> R) -> R {
+    Spi::connect(|client| f(client))
+}

@@ -1,0 +1,84 @@
+//! Tests that need a server. `cargo pgrx test` runs all of them against a throwaway PostgreSQL.
+//! - `in_server`: `#[pg_test]`s, each inside one rolled-back transaction.
+//! - `sessions`, `errors`, `security`, `races`, `fingerprint_props`: plain `#[test]`s over real client
+//!   connections that commit, so they see what applications see. They run in parallel threads, so each
+//!   test uses its own scope.
+
+/// `#[pg_test]`s: run inside the server, one rolled-back transaction each. The module must be inline and
+/// named `tests`: the harness calls `tests.<name>()`.
+#[pgrx::pg_schema]
+mod tests {
+    use pgrx::prelude::*;
+
+    /// Boots the harness for the client-side tests (see client::connect).
+    #[pg_test]
+    fn noop() {}
+
+    #[pg_test]
+    fn claim_finish_replay_in_one_transaction() {
+        let outcome = Spi::get_one::<String>("SELECT (idem_claim('in_server', 'k', '{\"a\": 1}'::jsonb)).outcome");
+        assert_eq!(outcome, Ok(Some("claimed".into())));
+        Spi::run(
+            "SELECT idem_finish('in_server', 'k', (SELECT token FROM idem_keys WHERE scope = 'in_server'), 200, '[1]'::jsonb)",
+        )
+        .unwrap();
+        let replay = Spi::get_two::<String, pgrx::JsonB>(
+            "SELECT (r).outcome, (r).response FROM (SELECT idem_claim('in_server', 'k', '{\"a\": 1.0}'::jsonb) r) s",
+        )
+        .unwrap();
+        assert_eq!(replay.0.as_deref(), Some("replay"));
+        assert_eq!(replay.1.unwrap().0, serde_json::json!([1]));
+    }
+
+    #[pg_test]
+    fn settings_have_their_documented_defaults() {
+        for (name, value) in [
+            ("idem_keys.lease", "5min"),
+            ("idem_keys.retention", "1d"),
+            ("idem_keys.abandon_after", "7d"),
+            ("idem_keys.max_response_bytes", "1MB"),
+            ("idem_keys.sweep_batch_size", "1000"),
+        ] {
+            let shown = Spi::get_one_with_args::<String>("SELECT current_setting($1)", &[name.into()]).unwrap();
+            assert_eq!(shown.as_deref(), Some(value), "{name}");
+        }
+    }
+
+    #[pg_test]
+    fn lease_and_retention_settings_apply_when_arguments_are_null() {
+        Spi::run("SET LOCAL idem_keys.lease = '10s'; SET LOCAL idem_keys.retention = '2h'").unwrap();
+        Spi::run("SELECT idem_claim('guc', 'k', '{}'::jsonb)").unwrap();
+        let retry_after = Spi::get_one::<i32>("SELECT (idem_claim('guc', 'k', '{}'::jsonb)).retry_after").unwrap().unwrap();
+        assert!((1..=10).contains(&retry_after), "{retry_after}");
+        Spi::run("SELECT idem_finish('guc', 'k', (SELECT token FROM idem_keys WHERE scope = 'guc'), 200, NULL::jsonb)").unwrap();
+        let retention = Spi::get_one::<bool>(
+            "SELECT expires_at - finished_at = interval '2 hours' FROM idem_keys WHERE scope = 'guc'",
+        );
+        assert_eq!(retention, Ok(Some(true)));
+        Spi::run("SET LOCAL idem_keys.max_response_bytes = 20").unwrap();
+        let token = Spi::get_one::<i64>("SELECT (idem_claim('guc', 'big', '{}'::jsonb)).token").unwrap().unwrap();
+        // A 20-byte limit takes a 15-byte jsonb string (a too-large one is in errors.rs: 54000).
+        Spi::run_with_args("SELECT idem_finish('guc', 'big', $1, 200, '\"0123456\"'::jsonb)", &[token.into()]).unwrap();
+        let stored = Spi::get_one::<String>("SELECT response::text FROM idem_keys WHERE key = 'big'");
+        assert_eq!(stored, Ok(Some("\"0123456\"".into())));
+    }
+
+    #[pg_test]
+    fn bytea_fingerprint_is_sha256() {
+        let same = Spi::get_one::<bool>("SELECT idem_fingerprint('\\xdeadbeef'::bytea) = sha256('\\xdeadbeef'::bytea)");
+        assert_eq!(same, Ok(Some(true)));
+    }
+}
+
+#[cfg(test)]
+mod client;
+#[cfg(test)]
+mod errors;
+#[cfg(test)]
+mod fingerprint_props;
+#[cfg(test)]
+mod races;
+#[cfg(test)]
+mod security;
+#[cfg(test)]
+mod sessions;
