@@ -19,11 +19,16 @@ fn raise(code: PgSqlErrorCode, message: String, detail: Option<String>, hint: Op
 
 /// 22004: a required argument was NULL. A silent NULL result would look like a decision, so we refuse.
 pub fn null_argument(function: &str, argument: &str) -> ! {
+    let hint = match argument {
+        "key" => "A request without an Idempotency-Key is the application's 400; do not claim it.",
+        "token" => "Pass the token that idem_claim returned with outcome claimed or recovered.",
+        _ => "Only response, headers, lease, retention and batch_size may be NULL.",
+    };
     raise(
         PgSqlErrorCode::ERRCODE_NULL_VALUE_NOT_ALLOWED,
         format!("{function}: {argument} must not be NULL"),
         None,
-        Some("Pass a value; for an HTTP API a missing Idempotency-Key is the caller's 400, not a NULL key."),
+        Some(hint),
     )
 }
 
@@ -111,12 +116,13 @@ pub fn unknown_key(function: &str) -> ! {
     )
 }
 
-/// 55000: the token does not own the key any more (someone recovered it after the lease ran out).
-pub fn token_not_owner(token: i64, current: i64) -> ! {
+/// 55000: the token does not own the key (any more): someone recovered it after the lease ran out. The
+/// current owner's token is a capability, so it is never shown.
+pub fn token_not_owner(token: i64) -> ! {
     raise(
         PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-        format!("token {token} no longer owns this idempotency key"),
-        Some(format!("The key was taken over by token {current} after the lease ran out.")),
+        format!("token {token} does not own this idempotency key"),
+        Some("Another owner recovered the key after this token's lease ran out, or the token is wrong.".to_string()),
         Some("Do not report this attempt's result; the new owner reconciles and answers. Choose a longer lease if this happens often."),
     )
 }

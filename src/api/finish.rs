@@ -121,7 +121,7 @@ impl<'a> FinishCall<'a> {
             }
             let owner: i64 = store::value(&check, 1).unwrap_or_default();
             if owner != self.token {
-                error::token_not_owner(self.token, owner)
+                error::token_not_owner(self.token)
             }
             // Same token, already finished: a retried finish. Fine if it says the same thing.
             if !store::value::<bool>(&check, 3).unwrap_or(false) {

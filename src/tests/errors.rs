@@ -59,8 +59,8 @@ fn errors_carry_a_message_and_a_hint() {
     claim(&mut c, "e2", "k", "{}");
     let error = finish(&mut c, "e2", "k", token, 200, "{}").unwrap_err();
     let db = error.as_db_error().unwrap();
-    assert_eq!(db.message(), format!("token {token} no longer owns this idempotency key"));
-    assert!(db.detail().unwrap().contains("taken over"));
+    assert_eq!(db.message(), format!("token {token} does not own this idempotency key"));
+    assert!(db.detail().unwrap().contains("recovered"));
 }
 
 #[test]

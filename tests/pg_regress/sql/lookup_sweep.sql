@@ -1,0 +1,24 @@
+-- idem_lookup, idem_sweep, idem_stale, idem_stats.
+\set SHOW_CONTEXT never
+-- counts below are of this file's keys only
+DELETE FROM idem_keys;
+SELECT idem_lookup('ls', 'nobody') IS NULL AS unknown_is_null;
+SELECT (idem_claim('ls', 'live', '{}'::jsonb)).outcome;
+SELECT (r).outcome, (r).token, (r).attempt, (r).retry_after > 0 AS waiting FROM (SELECT idem_lookup('ls', 'live') r) s;
+SELECT (idem_claim('ls', 'dead', '{}'::jsonb)).outcome;
+UPDATE idem_keys SET lease_ends_at = now() - interval '10 minutes' WHERE key = 'dead';
+SELECT (r).outcome, (r).retry_after FROM (SELECT idem_lookup('ls', 'dead') r) s;
+SELECT scope, key, attempt FROM idem_stale() WHERE scope = 'ls';
+SELECT scope, key FROM idem_stale(older_than => '1 hour') WHERE scope = 'ls';
+SELECT idem_finish('ls', 'live', (SELECT token FROM idem_keys WHERE key = 'live'), 200, '{"n": 1}'::jsonb);
+SELECT (r).outcome, (r).status_code, (r).response FROM (SELECT idem_lookup('ls', 'live') r) s;
+-- expire the answer and abandon the dead claim: one sweep removes both, live work stays
+UPDATE idem_keys SET expires_at = now() - interval '1 second' WHERE key = 'live';
+SELECT idem_lookup('ls', 'live') IS NULL AS expired_is_null;
+SET idem_keys.abandon_after = '5min';
+SELECT in_progress, stale, finished, expired FROM idem_stats();
+SELECT idem_sweep(batch_size => 1) AS swept;
+SELECT key FROM idem_keys ORDER BY key;
+SELECT in_progress, stale, finished, expired, oldest_in_progress_age IS NULL AS none_in_progress,
+       table_bytes > 0 AS has_size FROM idem_stats();
+RESET idem_keys.abandon_after;
