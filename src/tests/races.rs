@@ -82,3 +82,16 @@ fn two_recoverers_one_winner() {
     outcomes.sort();
     assert_eq!(outcomes, ["in_progress", "recovered"]);
 }
+
+#[test]
+fn repeatable_read_duplicate_gets_a_serialization_failure() {
+    let mut a = connect();
+    let mut b = connect();
+    b.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT 1").unwrap();
+    let token = claim(&mut a, "race5", "k", "{}").token.unwrap();
+    finish(&mut a, "race5", "k", token, 200, "{}").unwrap();
+    // b's snapshot predates the committed claim it now conflicts with: "retry the call".
+    assert_eq!(sqlstate(try_claim(&mut b, "race5", "k", "{}", None)), "40001");
+    b.batch_execute("ROLLBACK").unwrap();
+    assert_eq!(claim(&mut b, "race5", "k", "{}").outcome, "replay");
+}
