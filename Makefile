@@ -8,7 +8,7 @@ export PG_CONFIG
 DEMO_DIR  ?= /tmp/idem_keys-demo
 DEMO_PORT ?= 54329
 
-.PHONY: demo stop test setup install unit pgtest regress regress-bless clean
+.PHONY: demo stop test setup install pgtest regress isolation regress-bless clean
 
 setup:
 	@bash scripts/setup.sh
@@ -32,15 +32,15 @@ test: setup
 	@bash scripts/test.sh
 
 # Stages of `make test`, runnable alone.
-unit: setup
-	@bash scripts/test.sh unit
 pgtest: setup
 	@bash scripts/test.sh pgtest
 regress: setup
 	@bash scripts/test.sh regress
+isolation: setup
+	@bash scripts/test.sh isolation
 # Accept the current outputs of the golden-file tests as expected (review the diff before committing).
 regress-bless: setup
-	@BLESS=1 bash scripts/test.sh regress
+	@BLESS=1 bash scripts/test.sh regress isolation
 
 clean:
 	cargo clean

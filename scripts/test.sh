@@ -11,7 +11,7 @@ PGXS_TEST=$("$PG_CONFIG" --pkglibdir)/pgxs/src/test
 export PATH="$HOME/.cargo/bin:$PATH"
 
 stages=("$@")
-((${#stages[@]})) || stages=(pgtest regress)
+((${#stages[@]})) || stages=(pgtest regress isolation)
 
 scratch_dir() { # a postgres-owned scratch directory with a short path (it holds Unix sockets)
   local d; d=$(mktemp -d /tmp/idem.XXXXXX); chown postgres: "$d"; echo "$d"
@@ -38,6 +38,12 @@ stage_pgtest() {
 stage_regress() {
   cargo pgrx install --release --pg-config "$PG_CONFIG" >/dev/null
   run_pg_regress regress tests/pg_regress "$(ls tests/pg_regress/sql | sed 's/\.sql$//' | sort)"
+}
+
+# Races, with PostgreSQL's own isolation tester: one spec per race, every listed interleaving.
+stage_isolation() {
+  cargo pgrx install --release --pg-config "$PG_CONFIG" >/dev/null
+  run_pg_regress isolation tests/isolation "$(ls tests/isolation/specs | sed 's/\.spec$//' | sort)"
 }
 
 # $1 tool (regress|isolation), $2 suite directory, $3 test names; compares against $2/expected.
