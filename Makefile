@@ -6,9 +6,9 @@ export PATH := $(HOME)/.cargo/bin:$(PATH)
 export PG_CONFIG
 
 DEMO_DIR  ?= /tmp/idem_keys-demo
-DEMO_PORT ?= 54329
+DEMO_PORT ?= 25329
 
-.PHONY: demo stop test setup install pgtest regress isolation regress-bless clean
+.PHONY: demo stop test setup install pgtest regress isolation upgrade crash e2e regress-bless clean
 
 setup:
 	@bash scripts/setup.sh
@@ -38,6 +38,12 @@ regress: setup
 	@bash scripts/test.sh regress
 isolation: setup
 	@bash scripts/test.sh isolation
+upgrade: setup
+	@bash scripts/test.sh upgrade
+crash: setup
+	@bash scripts/test.sh crash
+e2e: setup
+	@bash scripts/test.sh e2e
 # Accept the current outputs of the golden-file tests as expected (review the diff before committing).
 regress-bless: setup
 	@BLESS=1 bash scripts/test.sh regress isolation

@@ -3,6 +3,7 @@
 # `postgres` user; root talks to it over the Unix socket in the cluster's own directory.
 #   cluster.sh start DIR PORT [postgresql.conf line ...]   initdb (if needed) and start
 #   cluster.sh stop DIR                                     stop fast, if running
+#   cluster.sh immediate DIR                                stop without a shutdown checkpoint (a crash)
 set -euo pipefail
 bin=$("${PG_CONFIG:-/usr/bin/pg_config}" --bindir)
 as_postgres() { if [ "$(id -un)" = postgres ]; then "$@"; else sudo -u postgres "$@"; fi; }
@@ -29,5 +30,8 @@ case "${1:-}" in
       as_postgres "$bin/pg_ctl" -D "$dir/data" -m fast -w stop >/dev/null || true
     fi
     ;;
-  *) echo "usage: $0 start DIR PORT [conf...] | stop DIR" >&2; exit 2 ;;
+  immediate)
+    as_postgres "$bin/pg_ctl" -D "$2/data" -m immediate -w stop >/dev/null
+    ;;
+  *) echo "usage: $0 start DIR PORT [conf...] | stop DIR | immediate DIR" >&2; exit 2 ;;
 esac

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `make test`: every test tier against real PostgreSQL servers, one timing line per stage.
 #   scripts/test.sh            all stages
-#   scripts/test.sh STAGE...   only these (pgtest, regress)
+#   scripts/test.sh STAGE...   only these (pgtest regress isolation upgrade crash e2e)
 # BLESS=1 copies the golden-file outputs over the expected files (review the diff before committing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,7 +11,7 @@ PGXS_TEST=$("$PG_CONFIG" --pkglibdir)/pgxs/src/test
 export PATH="$HOME/.cargo/bin:$PATH"
 
 stages=("$@")
-((${#stages[@]})) || stages=(pgtest regress isolation)
+((${#stages[@]})) || stages=(pgtest regress isolation upgrade crash e2e)
 
 scratch_dir() { # a postgres-owned scratch directory with a short path (it holds Unix sockets)
   local d; d=$(mktemp -d /tmp/idem.XXXXXX); chown postgres: "$d"; echo "$d"
@@ -44,6 +44,25 @@ stage_regress() {
 stage_isolation() {
   cargo pgrx install --release --pg-config "$PG_CONFIG" >/dev/null
   run_pg_regress isolation tests/isolation "$(ls tests/isolation/specs | sed 's/\.spec$//' | sort)"
+}
+
+# Every released version -> this one: keys survive, catalog equal to a fresh install.
+stage_upgrade() {
+  cargo pgrx install --release --pg-config "$PG_CONFIG" >/dev/null
+  bash tests/upgrade/run.sh
+}
+
+# kill -9 of a backend mid-request, and an immediate shutdown under load.
+stage_crash() {
+  cargo pgrx install --release --pg-config "$PG_CONFIG" >/dev/null
+  bash tests/crash/run.sh
+}
+
+# The Go, Python and Node example services under the same attack (double tap, dead inverter, retry storm).
+stage_e2e() {
+  cargo pgrx install --release --pg-config "$PG_CONFIG" >/dev/null
+  bash tests/e2e/setup.sh
+  bash tests/e2e/run.sh
 }
 
 # $1 tool (regress|isolation), $2 suite directory, $3 test names; compares against $2/expected.

@@ -20,6 +20,8 @@ CREATE TABLE @extschema@.idem_keys (
     response       jsonb,
     response_bytes bytea,
     headers        jsonb,
+    checkpoint       text,
+    checkpoint_state jsonb,
     CONSTRAINT idem_keys_pkey PRIMARY KEY (scope, key),
     -- The invariants the functions keep, so a hand edit cannot leave a row no function can interpret.
     CONSTRAINT idem_keys_key_length CHECK (pg_catalog.char_length(key) OPERATOR(pg_catalog.>=) 1
@@ -31,7 +33,10 @@ CREATE TABLE @extschema@.idem_keys (
              AND response_bytes IS NULL AND headers IS NULL)
         OR (finished_at IS NOT NULL AND expires_at IS NOT NULL
              AND status_code OPERATOR(pg_catalog.>=) 100 AND status_code OPERATOR(pg_catalog.<=) 599
-             AND (response IS NULL OR response_bytes IS NULL)))
+             AND (response IS NULL OR response_bytes IS NULL))),
+    CONSTRAINT idem_keys_checkpoint_length CHECK (checkpoint IS NULL
+        OR (pg_catalog.char_length(checkpoint) OPERATOR(pg_catalog.>=) 1
+            AND pg_catalog.char_length(checkpoint) OPERATOR(pg_catalog.<=) 255))
 );
 
 -- idem_sweep's work list for expired answers; only finished rows are in it.
@@ -57,7 +62,9 @@ CREATE TYPE @extschema@.idem_result AS (
     response_bytes bytea,
     headers        jsonb,
     retry_after    integer,
-    created_at     timestamptz
+    created_at     timestamptz,
+    checkpoint       text,
+    checkpoint_state jsonb
 );
 
 COMMENT ON SEQUENCE @extschema@.idem_keys_token_seq IS
@@ -78,8 +85,10 @@ COMMENT ON COLUMN @extschema@.idem_keys.status_code IS 'Stored HTTP status (100-
 COMMENT ON COLUMN @extschema@.idem_keys.response IS 'Stored JSON response body, or NULL.';
 COMMENT ON COLUMN @extschema@.idem_keys.response_bytes IS 'Stored raw response body, or NULL.';
 COMMENT ON COLUMN @extschema@.idem_keys.headers IS 'Stored response headers as a JSON object, or NULL.';
+COMMENT ON COLUMN @extschema@.idem_keys.checkpoint IS 'Last recovery point the owner recorded (idem_checkpoint); carried over to the owner that recovers the key.';
+COMMENT ON COLUMN @extschema@.idem_keys.checkpoint_state IS 'State recorded with the last checkpoint, or NULL.';
 COMMENT ON INDEX @extschema@.idem_keys_pkey IS 'One row per (scope, key): the single-winner claim relies on it.';
 COMMENT ON INDEX @extschema@.idem_keys_expires_at_idx IS 'Finished keys by end of retention, for idem_sweep.';
 COMMENT ON INDEX @extschema@.idem_keys_lease_ends_at_idx IS 'Unfinished keys by lease end, for idem_stale and idem_sweep.';
 COMMENT ON TYPE @extschema@.idem_result IS
-    'Result of idem_claim and idem_lookup: outcome is claimed, replay, in_progress, mismatch or recovered; token is set only for claimed and recovered.';
+    'Result of idem_claim and idem_lookup: outcome is claimed, replay, in_progress, mismatch or recovered; token is set only for claimed and recovered; checkpoint and checkpoint_state only for recovered and in_progress.';

@@ -51,10 +51,12 @@ REVOKE ALL ON FUNCTION @extschema@.idem_sweep(integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION @extschema@.idem_stale(interval, integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION @extschema@.idem_stats() FROM PUBLIC;
 
-COMMENT ON FUNCTION @extschema@.idem_claim(text, text, jsonb, interval) IS
-    'Claim an idempotency key for a JSON request: claimed (you own it: run, then idem_finish), replay (stored answer), in_progress (retry after retry_after s), mismatch (same key, other request), recovered (previous owner died: reconcile, then finish). Cast the request: $3::jsonb.';
-COMMENT ON FUNCTION @extschema@.idem_claim(text, text, bytea, interval) IS
-    'Claim an idempotency key for a raw request body; as idem_claim(text, text, jsonb, interval). Cast the request: $3::bytea.';
+COMMENT ON FUNCTION @extschema@.idem_claim(text, text, jsonb, interval, interval) IS
+    'Claim an idempotency key for a JSON request: claimed (you own it: run, then idem_finish), replay (stored answer), in_progress (retry after retry_after s), mismatch (same key, other request), recovered (previous owner died: resume from checkpoint, reconcile, then finish). wait => interval waits that long for a busy key to finish. Cast the request: $3::jsonb.';
+COMMENT ON FUNCTION @extschema@.idem_claim(text, text, bytea, interval, interval) IS
+    'Claim an idempotency key for a raw request body; as idem_claim(text, text, jsonb, interval, interval). Cast the request: $3::bytea.';
+COMMENT ON FUNCTION @extschema@.idem_checkpoint(text, text, bigint, text, jsonb) IS
+    'Record how far the owner of a claimed key got (point, optional state); a recovering owner gets it back in idem_result.checkpoint. Only the current token may checkpoint; does not extend the lease.';
 COMMENT ON FUNCTION @extschema@.idem_finish(text, text, bigint, integer, jsonb, jsonb, interval) IS
     'Store the JSON answer of a claimed key and end its lease. Only the current token may finish; the same finish again is a no-op.';
 COMMENT ON FUNCTION @extschema@.idem_finish(text, text, bigint, integer, bytea, jsonb, interval) IS

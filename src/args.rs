@@ -39,6 +39,18 @@ fn chars_over_limit(text: &str) -> Option<usize> {
     (chars > MAX_NAME_CHARS).then_some(chars)
 }
 
+/// A recovery point's name: like a key, 1 to 255 characters.
+pub fn checkpoint_name<'a>(point: Option<&'a str>) -> &'a str {
+    let point = require(point, "idem_checkpoint", "point");
+    if point.is_empty() {
+        error::bad_checkpoint(0)
+    }
+    if let Some(chars) = chars_over_limit(point) {
+        error::bad_checkpoint(chars)
+    }
+    point
+}
+
 pub fn status_code(function: &str, status_code: Option<i32>) -> i32 {
     let status_code = require(status_code, function, "status_code");
     if !(100..=599).contains(&status_code) {
@@ -62,10 +74,19 @@ pub fn duration_micros(argument: &str, value: Option<Interval>, default_micros: 
     }
 }
 
-pub fn response_size(bytes: usize) {
+/// How long a claim may wait for a busy key: NULL or zero means not at all.
+pub fn wait_micros(value: Option<Interval>) -> i64 {
+    let micros = value.map_or(0, |interval| interval.as_micros());
+    if micros < 0 {
+        error::negative("wait")
+    }
+    micros.min(i64::MAX as i128 / 4) as i64
+}
+
+pub fn stored_size(argument: &str, bytes: usize) {
     let limit = crate::guc::max_response_bytes();
     if bytes > limit {
-        error::response_too_large(bytes, limit)
+        error::too_large(argument, bytes, limit)
     }
 }
 

@@ -22,7 +22,8 @@ pub fn null_argument(function: &str, argument: &str) -> ! {
     let hint = match argument {
         "key" => "A request without an Idempotency-Key is the application's 400; do not claim it.",
         "token" => "Pass the token that idem_claim returned with outcome claimed or recovered.",
-        _ => "Only response, headers, lease, retention and batch_size may be NULL.",
+        "point" => "Name the step the request has reached, e.g. 'charged'.",
+        _ => "Only response, headers, state, lease, wait, retention and batch_size may be NULL.",
     };
     raise(
         PgSqlErrorCode::ERRCODE_NULL_VALUE_NOT_ALLOWED,
@@ -86,6 +87,30 @@ pub fn not_positive(argument: &str) -> ! {
     )
 }
 
+/// 22023: a duration that may be zero but not negative (wait).
+pub fn negative(argument: &str) -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+        format!("{argument} must not be a negative interval"),
+        None,
+        Some("Pass '0' (or NULL) not to wait, or an interval such as '2 seconds'."),
+    )
+}
+
+/// 22023: checkpoint name empty or too long.
+pub fn bad_checkpoint(chars: usize) -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+        if chars == 0 {
+            "checkpoint name must not be empty".to_string()
+        } else {
+            format!("checkpoint name is {chars} characters long; the limit is {}", crate::args::MAX_NAME_CHARS)
+        },
+        None,
+        Some("Name the step the request has reached, e.g. 'charged' or 'email_sent'."),
+    )
+}
+
 /// 22023: a count argument that is zero or negative.
 pub fn not_positive_count(argument: &str, value: i32) -> ! {
     raise(
@@ -96,11 +121,11 @@ pub fn not_positive_count(argument: &str, value: i32) -> ! {
     )
 }
 
-/// 54000: response over idem_keys.max_response_bytes.
-pub fn response_too_large(bytes: usize, limit: usize) -> ! {
+/// 54000: a response (or checkpoint state) over idem_keys.max_response_bytes.
+pub fn too_large(argument: &str, bytes: usize, limit: usize) -> ! {
     raise(
         PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
-        format!("response is {bytes} bytes; idem_keys.max_response_bytes is {limit}"),
+        format!("{argument} is {bytes} bytes; idem_keys.max_response_bytes is {limit}"),
         None,
         Some("Store a reference to the result (an id) instead of the whole body, or raise idem_keys.max_response_bytes."),
     )
@@ -124,6 +149,29 @@ pub fn token_not_owner(token: i64) -> ! {
         format!("token {token} does not own this idempotency key"),
         Some("Another owner recovered the key after this token's lease ran out, or the token is wrong.".to_string()),
         Some("Do not report this attempt's result; the new owner reconciles and answers. Choose a longer lease if this happens often."),
+    )
+}
+
+/// 55000: a checkpoint on a key that already has its answer.
+pub fn checkpoint_after_finish() -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        "idempotency key is already finished; it takes no more checkpoints".to_string(),
+        None,
+        Some("Checkpoint before idem_finish; a finished key only replays its answer."),
+    )
+}
+
+/// 55000: the library was upgraded but the database's extension objects were not.
+pub fn catalog_needs_update(catalog_version: &str) -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        format!(
+            "the idem_keys library is version {} but this database's extension is version {catalog_version}",
+            env!("CARGO_PKG_VERSION")
+        ),
+        None,
+        Some("Run ALTER EXTENSION idem_keys UPDATE in this database (see docs/operations.md)."),
     )
 }
 

@@ -3,7 +3,7 @@
 //! The row type is looked up once per call site (FmgrInfo.fn_extra, the cache PL/pgSQL uses too) from the
 //! function's declared result type, so it is right in whatever schema CREATE EXTENSION put it.
 
-use crate::store::Answer;
+use crate::store::{Answer, Checkpoint};
 use pgrx::prelude::*;
 use pgrx::PgTupleDesc;
 
@@ -38,6 +38,7 @@ pub struct Fields {
     pub answer: Answer,
     pub retry_after: Option<i32>,
     pub created_at: Option<i64>,
+    pub checkpoint: Checkpoint,
 }
 
 impl Fields {
@@ -49,6 +50,7 @@ impl Fields {
             answer: Answer::default(),
             retry_after: None,
             created_at: Some(created_at),
+            checkpoint: Checkpoint::default(),
         }
     }
 
@@ -65,9 +67,11 @@ impl Fields {
             self.answer.headers,
             self.retry_after.into_datum(),
             self.created_at.map(timestamp),
+            self.checkpoint.point,
+            self.checkpoint.state,
         ];
         // SAFETY: the datums match idem_result's column types one by one (checked by the regress tests).
-        unsafe { PgHeapTuple::from_datums(tupdesc, datums) }.expect("idem_result has 9 columns")
+        unsafe { PgHeapTuple::from_datums(tupdesc, datums) }.expect("idem_result has 11 columns")
     }
 }
 

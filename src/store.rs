@@ -21,7 +21,7 @@ use std::cell::RefCell;
 macro_rules! key_columns {
     () => {
         "k.token, k.attempt, k.fingerprint = $3, k.finished_at IS NOT NULL, k.lease_ends_at, k.expires_at, \
-         k.status_code, k.response, k.response_bytes, k.headers, k.created_at"
+         k.status_code, k.response, k.response_bytes, k.headers, k.created_at, k.checkpoint, k.checkpoint_state"
     };
 }
 
@@ -43,6 +43,10 @@ pub enum Stmt {
     Release,
     /// Whether a live (unexpired) row exists, for release's P0002.
     Exists,
+    /// Record a checkpoint if the token still owns the unfinished key.
+    Checkpoint,
+    /// Why `Checkpoint` matched nothing: owner, finished, finished and expired.
+    Owner,
     /// Read a key for idem_lookup.
     Lookup,
     /// Delete one batch of finished keys past retention.
@@ -51,7 +55,7 @@ pub enum Stmt {
     SweepAbandoned,
 }
 
-const STMT_COUNT: usize = 10;
+const STMT_COUNT: usize = 12;
 
 const TEXT: PgOid = PgOid::BuiltIn(pg_sys::BuiltinOid::TEXTOID);
 const BYTEA: PgOid = PgOid::BuiltIn(pg_sys::BuiltinOid::BYTEAOID);
@@ -70,7 +74,7 @@ impl Stmt {
                    ON CONFLICT (scope, key) DO NOTHING
                    RETURNING k.token)
                  SELECT true, token, 1, true, false, $5, NULL::timestamptz, NULL::int4, NULL::jsonb, NULL::bytea,
-                        NULL::jsonb, $4
+                        NULL::jsonb, $4, NULL::text, NULL::jsonb
                    FROM inserted
                  UNION ALL
                  SELECT false, ",
@@ -89,7 +93,10 @@ impl Stmt {
                    attempt = CASE WHEN k.finished_at IS NULL THEN k.attempt + 1 ELSE 1 END,
                    created_at = CASE WHEN k.finished_at IS NULL THEN k.created_at ELSE $4 END,
                    fingerprint = $3, claimed_at = $4, lease_ends_at = $5, finished_at = NULL, expires_at = NULL,
-                   status_code = NULL, response = NULL, response_bytes = NULL, headers = NULL
+                   status_code = NULL, response = NULL, response_bytes = NULL, headers = NULL,
+                   -- A recovering owner resumes from the dead one's last checkpoint; an expired answer starts over.
+                   checkpoint = CASE WHEN k.finished_at IS NULL THEN k.checkpoint END,
+                   checkpoint_state = CASE WHEN k.finished_at IS NULL THEN k.checkpoint_state END
                  WHERE k.scope = $1 AND k.key = $2
                    AND ((k.finished_at IS NOT NULL AND k.expires_at <= $4)
                      OR (k.finished_at IS NULL AND k.lease_ends_at <= $4 AND k.fingerprint = $3))
@@ -113,9 +120,17 @@ impl Stmt {
             Stmt::Exists => {
                 "SELECT FROM idem_keys WHERE scope = $1 AND key = $2 AND (finished_at IS NULL OR expires_at > $3)"
             }
+            Stmt::Checkpoint => {
+                "UPDATE idem_keys SET checkpoint = $4, checkpoint_state = $5
+                  WHERE scope = $1 AND key = $2 AND token = $3 AND finished_at IS NULL"
+            }
+            Stmt::Owner => {
+                "SELECT token, finished_at IS NOT NULL, finished_at IS NOT NULL AND expires_at <= $3
+                   FROM idem_keys WHERE scope = $1 AND key = $2"
+            }
             Stmt::Lookup => {
                 "SELECT attempt, finished_at IS NOT NULL, lease_ends_at, status_code, response, response_bytes,
-                        headers, created_at
+                        headers, created_at, checkpoint, checkpoint_state
                    FROM idem_keys
                   WHERE scope = $1 AND key = $2 AND (finished_at IS NULL OR expires_at > $3)"
             }
@@ -140,7 +155,8 @@ impl Stmt {
             Stmt::Claim | Stmt::Reread | Stmt::Takeover => &[TEXT, TEXT, BYTEA, TSTZ, TSTZ],
             Stmt::Finish | Stmt::FinishCheck => &[TEXT, TEXT, INT8, TSTZ, TSTZ, INT4, JSONB, BYTEA, JSONB],
             Stmt::Release => &[TEXT, TEXT, INT8],
-            Stmt::Exists | Stmt::Lookup => &[TEXT, TEXT, TSTZ],
+            Stmt::Exists | Stmt::Lookup | Stmt::Owner => &[TEXT, TEXT, TSTZ],
+            Stmt::Checkpoint => &[TEXT, TEXT, INT8, TEXT, JSONB],
             Stmt::SweepFinished | Stmt::SweepAbandoned => &[TSTZ, INT4],
         }
     }
@@ -193,6 +209,14 @@ pub struct KeyRow {
     pub expires_at: Option<i64>,
     pub answer: Answer,
     pub created_at: i64,
+    pub checkpoint: Checkpoint,
+}
+
+/// The last recovery point an owner recorded, as raw datums owned by the caller's memory context.
+#[derive(Default)]
+pub struct Checkpoint {
+    pub point: Option<pg_sys::Datum>,
+    pub state: Option<pg_sys::Datum>,
 }
 
 /// A stored answer, as raw datums owned by the caller's memory context.
@@ -223,6 +247,7 @@ pub fn first_key_row(table: &SpiTupleTable<'_>) -> Option<KeyRow> {
             headers: varlena(table, 11),
         },
         created_at: timestamp(table, 12).unwrap_or_default(),
+        checkpoint: Checkpoint { point: varlena(table, 13), state: varlena(table, 14) },
     })
 }
 

@@ -1,4 +1,5 @@
-//! `idem_claim`: the single-winner insert, replay of a finished answer, the lease and the fencing token.
+//! `idem_claim`: the single-winner insert, replay of a finished answer, the lease and the fencing token, and
+//! the optional server-side wait for an owner that is still working.
 
 use crate::args::{self, RawJsonb};
 use crate::fingerprint::{self, Fingerprint};
@@ -10,51 +11,103 @@ use pgrx::prelude::*;
 /// Claim an idempotency key for a JSON request.
 #[pg_extern(name = "idem_claim", volatile, parallel_unsafe, security_definer, requires = ["bootstrap"])]
 #[search_path(pg_catalog, @extschema@, pg_temp)]
-fn idem_claim_jsonb(
+fn idem_claim_jsonb_wait(
     scope: Option<&str>,
     key: Option<&str>,
     request: Option<RawJsonb>,
     lease: default!(Option<Interval>, "NULL"),
+    wait: default!(Option<Interval>, "'0'"),
     fcinfo: pg_sys::FunctionCallInfo,
 ) -> pgrx::composite_type!('static, "idem_result") {
     let (scope, key) = args::scope_and_key("idem_claim", scope, key);
     let request = args::require(request, "idem_claim", "request");
     let fingerprint = request.with_text(fingerprint::of_jsonb_text);
-    claim(scope, key, &fingerprint, lease).into_tuple(fcinfo)
+    claim(scope, key, &fingerprint, lease, wait).into_tuple(fcinfo)
 }
 
 /// Claim an idempotency key for a raw (bytea) request body.
 #[pg_extern(name = "idem_claim", volatile, parallel_unsafe, security_definer, requires = ["bootstrap"])]
 #[search_path(pg_catalog, @extschema@, pg_temp)]
-fn idem_claim_bytea(
+fn idem_claim_bytea_wait(
     scope: Option<&str>,
     key: Option<&str>,
     request: Option<&[u8]>,
     lease: default!(Option<Interval>, "NULL"),
+    wait: default!(Option<Interval>, "'0'"),
     fcinfo: pg_sys::FunctionCallInfo,
 ) -> pgrx::composite_type!('static, "idem_result") {
     let (scope, key) = args::scope_and_key("idem_claim", scope, key);
     let request = args::require(request, "idem_claim", "request");
-    claim(scope, key, &fingerprint::of_bytes(request), lease).into_tuple(fcinfo)
+    claim(scope, key, &fingerprint::of_bytes(request), lease, wait).into_tuple(fcinfo)
 }
 
-fn claim(scope: &str, key: &str, fingerprint: &Fingerprint, lease: Option<Interval>) -> Fields {
+/// The 0.1.0 entry points (no `wait`), reached only from a catalog still at 0.1.0: this library's statements
+/// need the 0.2.0 table, so say exactly what to do instead of failing on a missing column. No SQL is
+/// generated for them.
+#[pg_extern(sql = false)]
+fn idem_claim_jsonb() {
+    crate::error::catalog_needs_update("0.1.0")
+}
+
+#[pg_extern(sql = false)]
+fn idem_claim_bytea() {
+    crate::error::catalog_needs_update("0.1.0")
+}
+
+/// First re-check of a busy key after this long, doubling up to `POLL_MAX_MICROS`: a short provider call is
+/// picked up within milliseconds, a long one costs at most ten cheap index reads a second.
+const POLL_FIRST_MICROS: i64 = 10_000;
+const POLL_MAX_MICROS: i64 = 100_000;
+
+fn claim(scope: &str, key: &str, fingerprint: &Fingerprint, lease: Option<Interval>, wait: Option<Interval>) -> Fields {
     let lease_micros = args::duration_micros("lease", lease, crate::guc::lease_micros);
-    let now = store::clock_now();
-    let lease_ends_at = now.saturating_add(lease_micros);
+    let wait_micros = args::wait_micros(wait);
+    let deadline = store::clock_now().saturating_add(wait_micros);
+    let mut first = Stmt::Claim;
+    let mut poll = POLL_FIRST_MICROS;
+    loop {
+        let now = store::clock_now();
+        match attempt(scope, key, fingerprint, now, lease_micros, first) {
+            Attempt::Done(fields) => return fields,
+            Attempt::Busy(fields, lease_ends_at) => {
+                if now >= deadline || !snapshot_moves() {
+                    return fields;
+                }
+                // Wake at the deadline, at the lease's end (to recover the key), or at the next poll.
+                sleep_until(deadline.min(lease_ends_at).min(now.saturating_add(poll)));
+                poll = (poll * 2).min(POLL_MAX_MICROS);
+                // Polls read first: a key that is still busy costs no insert attempt and no token.
+                first = Stmt::Reread;
+            }
+        }
+    }
+}
+
+enum Attempt {
+    Done(Fields),
+    /// In progress under another owner whose lease ends at the given time.
+    Busy(Fields, i64),
+}
+
+/// One pass of the claim state machine, in one SPI connection, with no lock or snapshot kept afterwards.
+fn attempt(scope: &str, key: &str, fingerprint: &Fingerprint, now: i64, lease_micros: i64, first: Stmt) -> Attempt {
     let params = [
         store::text(scope),
         store::text(key),
         store::bytes(fingerprint),
         store::timestamptz(now),
-        store::timestamptz(lease_ends_at),
+        store::timestamptz(now.saturating_add(lease_micros)),
     ];
     store::with_spi(|client| {
-        let mut stmt = Stmt::Claim;
+        let mut stmt = first;
         loop {
             let row = store::first_key_row(&store::run(client, stmt, &params));
             match row.map(|row| decide(row, now)) {
-                Some(Decision::Answer(fields)) => return fields,
+                Some(Decision::Answer(fields)) => return Attempt::Done(fields),
+                // `Claim` read the row with the snapshot it started with; if the owner finished (or released)
+                // while the insert waited on the row, only a fresh read sees it. Confirm before answering 409.
+                Some(Decision::Busy(_, _)) if matches!(stmt, Stmt::Claim) => stmt = Stmt::Reread,
+                Some(Decision::Busy(fields, lease_ends_at)) => return Attempt::Busy(fields, lease_ends_at),
                 // Expired answer or dead owner: try to take the key over; a racing claimer may win instead.
                 Some(Decision::TakeOver) => stmt = Stmt::Takeover,
                 // The row we conflicted with was committed after our snapshot, or deleted (release, sweep)
@@ -68,6 +121,7 @@ fn claim(scope: &str, key: &str, fingerprint: &Fingerprint, lease: Option<Interv
 
 enum Decision {
     Answer(Fields),
+    Busy(Fields, i64),
     TakeOver,
 }
 
@@ -78,6 +132,9 @@ fn decide(row: KeyRow, now: i64) -> Decision {
         let outcome = if row.attempt > 1 { Outcome::Recovered } else { Outcome::Claimed };
         let mut fields = Fields::new(outcome, row.attempt, row.created_at);
         fields.token = Some(row.token);
+        if outcome == Outcome::Recovered {
+            fields.checkpoint = row.checkpoint;
+        }
         return Decision::Answer(fields);
     }
     if row.finished {
@@ -99,10 +156,35 @@ fn decide(row: KeyRow, now: i64) -> Decision {
         Some(lease_ends_at) if lease_ends_at > now => {
             let mut fields = Fields::new(Outcome::InProgress, row.attempt, row.created_at);
             fields.retry_after = Some(seconds_until(lease_ends_at, now).max(1));
-            Decision::Answer(fields)
+            fields.checkpoint = row.checkpoint;
+            Decision::Busy(fields, lease_ends_at)
         }
         _ => Decision::TakeOver,
     }
+}
+
+/// Under REPEATABLE READ and SERIALIZABLE every read sees the transaction's first snapshot, so a wait could
+/// never see the owner finish: answer `in_progress` at once instead of sleeping for nothing.
+fn snapshot_moves() -> bool {
+    // SAFETY: a plain read of the backend's current isolation level.
+    unsafe { pg_sys::XactIsoLevel < pg_sys::XACT_REPEATABLE_READ as i32 }
+}
+
+/// Sleeps on the process latch until `wake` (or a signal), then serves interrupts: statement_timeout,
+/// pg_cancel_backend and pg_terminate_backend end the wait at once.
+fn sleep_until(wake: i64) {
+    let millis = ((wake - store::clock_now() + 999) / 1000).clamp(1, i32::MAX as i64);
+    // SAFETY: MyLatch is this backend's latch; WL_EXIT_ON_PM_DEATH needs no further handling.
+    unsafe {
+        pg_sys::WaitLatch(
+            pg_sys::MyLatch,
+            (pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH) as i32,
+            millis as std::ffi::c_long,
+            pg_sys::PG_WAIT_EXTENSION,
+        );
+        pg_sys::ResetLatch(pg_sys::MyLatch);
+    }
+    pgrx::check_for_interrupts!();
 }
 
 /// Whole seconds from `now` until `then`, rounded up.

@@ -21,7 +21,7 @@ fn idem_finish_jsonb(
 ) {
     let call = FinishCall::checked(scope, key, token, status_code, headers, retention);
     if let Some(response) = response {
-        args::response_size(response.size());
+        args::stored_size("response", response.size());
     }
     call.finish(response.map(RawJsonb::datum), None);
 }
@@ -40,7 +40,7 @@ fn idem_finish_bytea(
 ) {
     let call = FinishCall::checked(scope, key, token, status_code, headers, retention);
     if let Some(response) = response {
-        args::response_size(response.len());
+        args::stored_size("response", response.len());
     }
     let response_bytes = response.and_then(|bytes| bytes.into_datum());
     call.finish(None, response_bytes);

@@ -3,7 +3,7 @@
 use crate::api::claim::seconds_until;
 use crate::args;
 use crate::result::{Fields, Outcome};
-use crate::store::{self, Answer, Stmt};
+use crate::store::{self, Answer, Checkpoint, Stmt};
 use pgrx::prelude::*;
 
 /// `replay` with the stored answer, `in_progress` (retry_after 0 once the lease has ended), or NULL when the
@@ -35,6 +35,7 @@ fn idem_lookup(scope: Option<&str>, key: Option<&str>, fcinfo: pg_sys::FunctionC
             let mut fields = Fields::new(Outcome::InProgress, attempt, created_at);
             let lease_ends_at = store::timestamp(&table, 3).unwrap_or(now);
             fields.retry_after = Some(seconds_until(lease_ends_at, now));
+            fields.checkpoint = Checkpoint { point: store::varlena(&table, 9), state: store::varlena(&table, 10) };
             Some(fields)
         }
     })?;

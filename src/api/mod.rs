@@ -1,5 +1,6 @@
 //! The SQL verbs. Each file is one verb (or a pair that share their statements); see docs/api.md.
 
+mod checkpoint;
 mod claim;
 mod finish;
 mod fingerprint;

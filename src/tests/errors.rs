@@ -31,6 +31,14 @@ const CASES: &[(&str, &str, &str)] = &[
     ("finish unknown key", "SELECT idem_finish('e', 'nobody', $1, 200, '{}'::jsonb)", "P0002"),
     ("release unknown key", "SELECT idem_release('e', 'nobody', $1)", "P0002"),
     ("finish with a wrong token", "SELECT idem_finish('e', 'k', $1::bigint + 1000000, 200, '{}'::jsonb)", "55000"),
+    ("negative wait", "SELECT idem_claim('e', 'k', '{}'::jsonb, wait => '-1 s') WHERE $1::bigint > 0", "22023"),
+    ("NULL checkpoint", "SELECT idem_checkpoint('e', 'k', $1, NULL)", "22004"),
+    ("NULL checkpoint token", "SELECT idem_checkpoint('e', 'k', NULL, 'p') WHERE $1::bigint > 0", "22004"),
+    ("empty checkpoint", "SELECT idem_checkpoint('e', 'k', $1, '')", "22023"),
+    ("checkpoint of 256 characters", "SELECT idem_checkpoint('e', 'k', $1, repeat('p', 256))", "22023"),
+    ("checkpoint state too large", "SELECT idem_checkpoint('e', 'k', $1, 'p', to_jsonb(repeat('x', 2000000)))", "54000"),
+    ("checkpoint unknown key", "SELECT idem_checkpoint('e', 'nobody', $1, 'p')", "P0002"),
+    ("checkpoint with a wrong token", "SELECT idem_checkpoint('e', 'k', $1::bigint + 1000000, 'p')", "55000"),
 ];
 
 #[test]

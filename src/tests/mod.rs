@@ -82,3 +82,5 @@ mod races;
 mod security;
 #[cfg(test)]
 mod sessions;
+#[cfg(test)]
+mod waiting;

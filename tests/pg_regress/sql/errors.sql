@@ -35,6 +35,24 @@ SELECT idem_finish('err', 'nobody', :t, 200, '{}'::jsonb);
 \echo :LAST_ERROR_SQLSTATE
 SELECT idem_finish('err', 'k', :t + 1000, 200, '{}'::jsonb);
 \echo :LAST_ERROR_SQLSTATE
+SELECT idem_claim('err', 'k', '{}'::jsonb, wait => '-1 second');
+\echo :LAST_ERROR_SQLSTATE
+SELECT idem_checkpoint('err', 'k', :t, NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT idem_checkpoint('err', 'k', NULL, 'charged');
+\echo :LAST_ERROR_SQLSTATE
+SELECT idem_checkpoint('err', 'k', :t, '');
+\echo :LAST_ERROR_SQLSTATE
+SELECT idem_checkpoint('err', 'k', :t, repeat('p', 256));
+\echo :LAST_ERROR_SQLSTATE
+SET idem_keys.max_response_bytes = '1kB';
+SELECT idem_checkpoint('err', 'k', :t, 'charged', to_jsonb(repeat('x', 2000)));
+\echo :LAST_ERROR_SQLSTATE
+RESET idem_keys.max_response_bytes;
+SELECT idem_checkpoint('err', 'nobody', :t, 'charged');
+\echo :LAST_ERROR_SQLSTATE
+SELECT idem_checkpoint('err', 'k', :t + 1000, 'charged');
+\echo :LAST_ERROR_SQLSTATE
 SELECT idem_sweep(batch_size => 0);
 \echo :LAST_ERROR_SQLSTATE
 SELECT * FROM idem_stale(max_rows => NULL);

@@ -1,0 +1,54 @@
+-- idem_keys 0.1.0 -> 0.2.0: checkpoints (recovery points as data) and the server-side wait of idem_claim.
+-- Every change here must leave the catalog equal to a fresh 0.2.0 install (tests/upgrade checks it).
+\echo Use "ALTER EXTENSION idem_keys UPDATE TO '0.2.0'" to load this file. \quit
+
+ALTER TABLE @extschema@.idem_keys
+    ADD COLUMN checkpoint text,
+    ADD COLUMN checkpoint_state jsonb,
+    ADD CONSTRAINT idem_keys_checkpoint_length CHECK (checkpoint IS NULL
+        OR (pg_catalog.char_length(checkpoint) OPERATOR(pg_catalog.>=) 1
+            AND pg_catalog.char_length(checkpoint) OPERATOR(pg_catalog.<=) 255));
+COMMENT ON COLUMN @extschema@.idem_keys.checkpoint IS 'Last recovery point the owner recorded (idem_checkpoint); carried over to the owner that recovers the key.';
+COMMENT ON COLUMN @extschema@.idem_keys.checkpoint_state IS 'State recorded with the last checkpoint, or NULL.';
+
+-- New trailing fields: code that names fields ((r).outcome, (r).*) keeps working.
+ALTER TYPE @extschema@.idem_result ADD ATTRIBUTE checkpoint text, ADD ATTRIBUTE checkpoint_state jsonb;
+COMMENT ON TYPE @extschema@.idem_result IS
+    'Result of idem_claim and idem_lookup: outcome is claimed, replay, in_progress, mismatch or recovered; token is set only for claimed and recovered; checkpoint and checkpoint_state only for recovered and in_progress.';
+
+-- idem_claim gains `wait`. A new trailing parameter with a default cannot be added in place (it would be a
+-- second, ambiguous overload), so the old signatures go. Calls that pass 3 or 4 arguments bind to the new
+-- ones unchanged. (The library keeps the 0.1.0 C symbols, so a 0.1.0 catalog works with it until this runs.)
+DROP FUNCTION @extschema@.idem_claim(text, text, jsonb, interval);
+DROP FUNCTION @extschema@.idem_claim(text, text, bytea, interval);
+
+CREATE FUNCTION @extschema@.idem_claim(
+    "scope" text, "key" text, "request" bytea, "lease" interval DEFAULT NULL, "wait" interval DEFAULT '0'
+) RETURNS @extschema@.idem_result
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, @extschema@, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'idem_claim_bytea_wait_wrapper';
+
+CREATE FUNCTION @extschema@.idem_claim(
+    "scope" text, "key" text, "request" jsonb, "lease" interval DEFAULT NULL, "wait" interval DEFAULT '0'
+) RETURNS @extschema@.idem_result
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, @extschema@, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'idem_claim_jsonb_wait_wrapper';
+
+CREATE FUNCTION @extschema@.idem_checkpoint(
+    "scope" text, "key" text, "token" bigint, "point" text, "state" jsonb DEFAULT NULL
+) RETURNS void
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, @extschema@, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'idem_checkpoint_wrapper';
+
+COMMENT ON FUNCTION @extschema@.idem_claim(text, text, jsonb, interval, interval) IS
+    'Claim an idempotency key for a JSON request: claimed (you own it: run, then idem_finish), replay (stored answer), in_progress (retry after retry_after s), mismatch (same key, other request), recovered (previous owner died: resume from checkpoint, reconcile, then finish). wait => interval waits that long for a busy key to finish. Cast the request: $3::jsonb.';
+COMMENT ON FUNCTION @extschema@.idem_claim(text, text, bytea, interval, interval) IS
+    'Claim an idempotency key for a raw request body; as idem_claim(text, text, jsonb, interval, interval). Cast the request: $3::bytea.';
+COMMENT ON FUNCTION @extschema@.idem_checkpoint(text, text, bigint, text, jsonb) IS
+    'Record how far the owner of a claimed key got (point, optional state); a recovering owner gets it back in idem_result.checkpoint. Only the current token may checkpoint; does not extend the lease.';
