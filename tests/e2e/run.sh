@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# The e2e suite: the Go, Python and Node payment services in examples/ attacked the same way (tests/e2e/attack.py)
+# against a fresh throwaway PostgreSQL with idem_keys. Loopback only. Needs tests/e2e/setup.sh first and the
+# extension installed. Usage: run.sh [go] [python] [node]   (default: all three)
+# Ports: E2E_PG_PORT (default 25432) and E2E_HTTP_PORT (default 25480: the provider; the services take the next
+# three). Both below Linux's ephemeral range (32768-60999): the thousands of client connections the attack opens
+# could otherwise hold a port a restarted service needs to bind.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+pg_port=${E2E_PG_PORT:-25432}
+http_port=${E2E_HTTP_PORT:-25480}
+start=$SECONDS
+
+work=$(mktemp -d /tmp/idem-e2e.XXXXXX)
+chmod 755 "$work" # the server runs as postgres and needs to reach its directory inside
+cleanup() {
+  # attack.py stops what it starts; this is for when it could not (killed, timed out). Only our own processes:
+  # a pid from the list is killed only if it still runs one of the examples.
+  if [ -f "$work/pids" ]; then
+    while read -r pid; do
+      if grep -qs examples/ "/proc/$pid/cmdline"; then kill -9 "$pid" 2>/dev/null || true; fi
+    done <"$work/pids"
+  fi
+  bash scripts/cluster.sh stop "$work/pg"
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+bash scripts/cluster.sh start "$work/pg" "$pg_port"
+psql -h "$work/pg" -p "$pg_port" -U postgres -XqAt -v ON_ERROR_STOP=1 -d postgres -c "CREATE DATABASE shop"
+# The services connect as postgres: a superuser, because their reconciler calls idem_stale, which is revoked from
+# PUBLIC. A real deployment grants EXECUTE on idem_stale to the reconciler's role instead.
+psql -h "$work/pg" -p "$pg_port" -U postgres -XqAt -v ON_ERROR_STOP=1 -d shop -c "CREATE EXTENSION idem_keys"
+echo "e2e: PostgreSQL on 127.0.0.1:$pg_port with idem_keys $(psql -h "$work/pg" -p "$pg_port" -U postgres -XqAt -d shop \
+  -c "SELECT extversion FROM pg_extension WHERE extname = 'idem_keys'")"
+
+# A hard stop well inside CI's budget, whatever hangs.
+timeout --kill-after=10 540 python3 -B tests/e2e/attack.py \
+  --database-url "postgres://postgres@127.0.0.1:$pg_port/shop" --workdir "$work" --base-port "$http_port" "$@"
+echo "e2e: total $((SECONDS - start)) s"

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs what the e2e suite needs on a fresh Debian 12 machine, and nothing that is already there, then builds
+# the Go example. Idempotent: every step checks first. PostgreSQL and the extension itself come from
+# scripts/setup.sh and `make install`.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+# Go 1.19 and pgx v4 come from Debian only (no module proxy here), so the Go example builds in GOPATH mode.
+need_pkgs=(golang-go golang-github-jackc-pgx-v4-dev python3-venv)
+# A machine may already have Node.js from elsewhere (with its own npm); Debian's npm would conflict with it.
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then need_pkgs+=(nodejs npm); fi
+missing=()
+for p in "${need_pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "e2e setup: installing Debian packages: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# Python: a venv from Debian's python3, filled from the pinned requirements once per change of them.
+venv=examples/python/.venv
+[ -x "$venv/bin/python" ] || /usr/bin/python3 -m venv "$venv"
+if ! cmp -s examples/python/requirements.txt "$venv/.installed-requirements"; then
+  echo "e2e setup: pip install -r examples/python/requirements.txt"
+  "$venv/bin/pip" install -q --disable-pip-version-check -r examples/python/requirements.txt
+  cp examples/python/requirements.txt "$venv/.installed-requirements"
+fi
+
+# Node: exactly the lockfile, once per change of it.
+if ! cmp -s examples/node/package-lock.json examples/node/node_modules/.installed-lock; then
+  echo "e2e setup: npm ci in examples/node"
+  (cd examples/node && npm ci --no-audit --no-fund --loglevel=error)
+  cp examples/node/package-lock.json examples/node/node_modules/.installed-lock
+fi
+
+# Cached by Go after the first build, so this is cheap on every run.
+GO111MODULE=off GOPATH=/usr/share/gocode go build -o examples/go/bin/payments ./examples/go
