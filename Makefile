@@ -8,7 +8,7 @@ export PG_CONFIG
 DEMO_DIR  ?= /tmp/idem_keys-demo
 DEMO_PORT ?= 25329
 
-.PHONY: demo stop test setup install pgtest regress isolation upgrade crash e2e regress-bless clean
+.PHONY: demo stop test setup install pgtest regress isolation upgrade crash worker e2e regress-bless clean
 
 setup:
 	@bash scripts/setup.sh
@@ -42,6 +42,8 @@ upgrade: setup
 	@bash scripts/test.sh upgrade
 crash: setup
 	@bash scripts/test.sh crash
+worker: setup
+	@bash scripts/test.sh worker
 e2e: setup
 	@bash scripts/test.sh e2e
 # Accept the current outputs of the golden-file tests as expected (review the diff before committing).

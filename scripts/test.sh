@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `make test`: every test tier against real PostgreSQL servers, one timing line per stage.
 #   scripts/test.sh            all stages
-#   scripts/test.sh STAGE...   only these (pgtest regress isolation upgrade crash e2e)
+#   scripts/test.sh STAGE...   only these (pgtest regress isolation upgrade crash worker e2e)
 # BLESS=1 copies the golden-file outputs over the expected files (review the diff before committing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,7 +11,7 @@ PGXS_TEST=$("$PG_CONFIG" --pkglibdir)/pgxs/src/test
 export PATH="$HOME/.cargo/bin:$PATH"
 
 stages=("$@")
-((${#stages[@]})) || stages=(pgtest regress isolation upgrade crash e2e)
+((${#stages[@]})) || stages=(pgtest regress isolation upgrade crash worker e2e)
 
 scratch_dir() { # a postgres-owned scratch directory with a short path (it holds Unix sockets)
   local d; d=$(mktemp -d /tmp/idem.XXXXXX); chown postgres: "$d"; echo "$d"
@@ -56,6 +56,12 @@ stage_upgrade() {
 stage_crash() {
   cargo pgrx install --release --pg-config "$PG_CONFIG" >/dev/null
   bash tests/crash/run.sh
+}
+
+# The sweeper background worker (preloaded) and pg_cron, against a real server.
+stage_worker() {
+  cargo pgrx install --release --pg-config "$PG_CONFIG" >/dev/null
+  bash tests/worker/run.sh
 }
 
 # The Go, Python and Node example services under the same attack (double tap, dead inverter, retry storm).

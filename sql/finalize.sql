@@ -29,19 +29,25 @@ $$;
 
 CREATE FUNCTION @extschema@.idem_stats(
     OUT in_progress bigint, OUT stale bigint, OUT finished bigint, OUT expired bigint,
-    OUT oldest_in_progress_age interval, OUT table_bytes bigint)
+    OUT oldest_in_progress_age interval, OUT table_bytes bigint,
+    OUT last_sweep_at timestamptz, OUT last_sweep_removed bigint, OUT removed_since_start bigint,
+    OUT sweep_errors bigint)
 LANGUAGE sql STABLE PARALLEL SAFE SECURITY DEFINER
 SET search_path = pg_catalog, @extschema@, pg_temp
 AS $$
-    WITH clock AS (SELECT clock_timestamp() AS now)
-    SELECT count(*) FILTER (WHERE k.finished_at IS NULL AND k.lease_ends_at > clock.now),
-           count(*) FILTER (WHERE k.finished_at IS NULL AND k.lease_ends_at <= clock.now),
-           count(*) FILTER (WHERE k.finished_at IS NOT NULL AND k.expires_at > clock.now),
-           count(*) FILTER (WHERE k.finished_at IS NOT NULL AND k.expires_at <= clock.now),
-           max(clock.now - k.created_at) FILTER (WHERE k.finished_at IS NULL),
-           pg_total_relation_size('idem_keys')
-      FROM clock LEFT JOIN idem_keys AS k ON true
-     GROUP BY clock.now
+    WITH clock AS (SELECT clock_timestamp() AS now),
+         keys AS (
+            SELECT count(*) FILTER (WHERE k.finished_at IS NULL AND k.lease_ends_at > clock.now) AS in_progress,
+                   count(*) FILTER (WHERE k.finished_at IS NULL AND k.lease_ends_at <= clock.now) AS stale,
+                   count(*) FILTER (WHERE k.finished_at IS NOT NULL AND k.expires_at > clock.now) AS finished,
+                   count(*) FILTER (WHERE k.finished_at IS NOT NULL AND k.expires_at <= clock.now) AS expired,
+                   max(clock.now - k.created_at) FILTER (WHERE k.finished_at IS NULL) AS oldest
+              FROM clock LEFT JOIN idem_keys AS k ON true
+             GROUP BY clock.now)
+    SELECT keys.in_progress, keys.stale, keys.finished, keys.expired, keys.oldest,
+           pg_total_relation_size('idem_keys'),
+           s.last_sweep_at, s.last_sweep_removed, s.removed_since_start, s.sweep_errors
+      FROM keys, idem_sweep_status() AS s
 $$;
 
 -- The application verbs are callable by every role (SECURITY DEFINER: they need no table privilege).
@@ -50,6 +56,7 @@ $$;
 REVOKE ALL ON FUNCTION @extschema@.idem_sweep(integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION @extschema@.idem_stale(interval, integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION @extschema@.idem_stats() FROM PUBLIC;
+REVOKE ALL ON FUNCTION @extschema@.idem_sweep_status() FROM PUBLIC;
 
 COMMENT ON FUNCTION @extschema@.idem_claim(text, text, jsonb, interval, interval) IS
     'Claim an idempotency key for a JSON request: claimed (you own it: run, then idem_finish), replay (stored answer), in_progress (retry after retry_after s), mismatch (same key, other request), recovered (previous owner died: resume from checkpoint, reconcile, then finish). wait => interval waits that long for a busy key to finish. Cast the request: $3::jsonb.';
@@ -70,7 +77,9 @@ COMMENT ON FUNCTION @extschema@.idem_sweep(integer) IS
 COMMENT ON FUNCTION @extschema@.idem_stale(interval, integer) IS
     'Unfinished keys whose lease ended at least older_than ago, oldest first, for a reconciler that asks its provider and then finishes them with the token. Revoked from PUBLIC.';
 COMMENT ON FUNCTION @extschema@.idem_stats() IS
-    'Counts of in-progress, stale, finished and expired-unswept keys, age of the oldest in-progress key, and the table size in bytes. Revoked from PUBLIC.';
+    'Counts of in-progress, stale, finished and expired-unswept keys, age of the oldest in-progress key, the table size in bytes, and this database''s sweeps since the server started (NULL without shared_preload_libraries). Revoked from PUBLIC.';
+COMMENT ON FUNCTION @extschema@.idem_sweep_status() IS
+    'This database''s sweeps since the server started (worker, pg_cron or manual): when the last finished and what it removed, totals, longest batch, errors. Needs shared_preload_libraries = ''idem_keys''; NULLs otherwise. Revoked from PUBLIC.';
 COMMENT ON FUNCTION @extschema@.idem_fingerprint(jsonb) IS
     'SHA-256 of a jsonb request in canonical form: equal jsonb values give equal fingerprints.';
 COMMENT ON FUNCTION @extschema@.idem_fingerprint(bytea) IS

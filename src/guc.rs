@@ -1,11 +1,13 @@
 //! Every `idem_keys.*` setting: private statics, bounds, units, one `init()`, small getters.
 //!
-//! All of them are `Userset`, so they can be set per session, per role (`ALTER ROLE … SET`), per database
-//! (`ALTER DATABASE … SET`) and in postgresql.conf. None of them is security-relevant: a caller who shortens
-//! their own lease or retention only affects the keys they write.
+//! The key settings are `Userset`, so they can be set per session, per role (`ALTER ROLE … SET`), per
+//! database (`ALTER DATABASE … SET`) and in postgresql.conf. None of them is security-relevant: a caller who
+//! shortens their own lease or retention only affects the keys they write. The sweeper's own settings are
+//! `Sighup`: they belong to the server, and `pg_reload_conf()` changes them without a restart.
 
 use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting};
 use pgrx::pg_sys;
+use std::ffi::CString;
 
 /// Default lease of a claim, in seconds, when `idem_claim(…, lease => NULL)`. A claim whose lease runs out
 /// without a finish may be taken over (`recovered`). Five minutes covers a slow payment provider; pick the
@@ -26,6 +28,17 @@ static MAX_RESPONSE_BYTES: GucSetting<i32> = GucSetting::<i32>::new(1024 * 1024)
 
 /// Rows `idem_sweep` deletes per statement. Small batches keep each DELETE's locks and WAL burst short.
 static SWEEP_BATCH_SIZE: GucSetting<i32> = GucSetting::<i32>::new(1000);
+
+/// Seconds between two sweeps of each database by the background worker. A minute keeps the table close
+/// to its live size without the worker showing up in anyone's profile.
+static SWEEP_INTERVAL_SECONDS: GucSetting<i32> = GucSetting::<i32>::new(60);
+
+/// Comma-separated databases the worker sweeps. A background worker connects to one database for life, so
+/// the launcher runs one sweeper per name. `postgres` by default, like pg_cron's `cron.database_name`.
+static SWEEP_DATABASES: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(Some(c"postgres"));
+
+/// Whether the background worker sweeps at all (pg_cron users may prefer to turn it off).
+static SWEEP_ENABLED: GucSetting<bool> = GucSetting::<bool>::new(true);
 
 pub fn init() {
     GucRegistry::define_int_guc(
@@ -78,6 +91,32 @@ pub fn init() {
         GucContext::Userset,
         GucFlags::default(),
     );
+    GucRegistry::define_int_guc(
+        c"idem_keys.sweep_interval",
+        c"Time between two sweeps of a database by the idem_keys background worker.",
+        c"Needs shared_preload_libraries = 'idem_keys'. Reloadable.",
+        &SWEEP_INTERVAL_SECONDS,
+        1,
+        86_400,
+        GucContext::Sighup,
+        GucFlags::UNIT_S,
+    );
+    GucRegistry::define_string_guc(
+        c"idem_keys.sweep_databases",
+        c"Comma-separated databases the idem_keys background worker sweeps.",
+        c"A database without the extension is skipped quietly. Reloadable.",
+        &SWEEP_DATABASES,
+        GucContext::Sighup,
+        GucFlags::default(),
+    );
+    GucRegistry::define_bool_guc(
+        c"idem_keys.sweep_enabled",
+        c"Whether the idem_keys background worker sweeps.",
+        c"Turn it off when pg_cron (or anything else) calls idem_sweep(). Reloadable.",
+        &SWEEP_ENABLED,
+        GucContext::Sighup,
+        GucFlags::default(),
+    );
     // After every define_*: unknown idem_keys.* names (typos) are then rejected instead of silently kept.
     unsafe { pg_sys::MarkGUCPrefixReserved(c"idem_keys".as_ptr()) };
 }
@@ -102,4 +141,24 @@ pub fn max_response_bytes() -> usize {
 
 pub fn sweep_batch_size() -> i32 {
     SWEEP_BATCH_SIZE.get()
+}
+
+pub fn sweep_interval_millis() -> u64 {
+    SWEEP_INTERVAL_SECONDS.get() as u64 * 1000
+}
+
+/// The configured database names, trimmed, without empties or duplicates, in their given order.
+pub fn sweep_databases() -> Vec<String> {
+    let raw = SWEEP_DATABASES.get().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    let mut names: Vec<String> = Vec::new();
+    for name in raw.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        if !names.iter().any(|n| n == name) {
+            names.push(name.to_string());
+        }
+    }
+    names
+}
+
+pub fn sweep_enabled() -> bool {
+    SWEEP_ENABLED.get()
 }

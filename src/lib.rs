@@ -1,7 +1,8 @@
 //! idem_keys: Stripe-grade idempotency keys for PostgreSQL, from plain SQL.
 //!
 //! The DDL lives in `sql/`; each concern has its module: `api` (the SQL verbs), `store` (their statements),
-//! `fingerprint`, `args` (input checks), `result` (the idem_result row), `guc` and `error`.
+//! `fingerprint`, `args` (input checks), `result` (the idem_result row), `guc`, `error`, and the optional
+//! sweeper: `worker` and `sweep_stats`.
 
 use pgrx::prelude::*;
 
@@ -12,6 +13,8 @@ mod fingerprint;
 mod guc;
 mod result;
 mod store;
+mod sweep_stats;
+mod worker;
 
 #[cfg(any(test, feature = "pg_test"))]
 mod tests;
@@ -28,6 +31,11 @@ pub extern "C-unwind" fn _PG_init() {
         return;
     }
     guc::init();
+    // Shared memory and background workers can only be set up while the postmaster preloads us.
+    if unsafe { pg_sys::process_shared_preload_libraries_in_progress } {
+        sweep_stats::init();
+        worker::register();
+    }
 }
 
 /// Hooks the pgrx test harness calls; see ../shared/PGRX_NOTES.md §3.

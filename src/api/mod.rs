@@ -6,3 +6,5 @@ mod finish;
 mod fingerprint;
 mod lookup;
 mod sweep;
+
+pub use sweep::{sweep_batch, Batch};

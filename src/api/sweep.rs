@@ -16,10 +16,14 @@ fn idem_sweep(batch_size: default!(Option<i32>, "NULL")) -> i64 {
         None => crate::guc::sweep_batch_size(),
     };
     let mut deleted = 0;
+    let mut longest_batch = 0;
     loop {
+        let started = store::clock_now();
         let batch = sweep_batch(batch_size);
+        longest_batch = longest_batch.max(store::clock_now() - started);
         deleted += batch.deleted();
         if !batch.full {
+            crate::sweep_stats::record_sweep(deleted, longest_batch);
             return deleted;
         }
     }

@@ -1,0 +1,220 @@
+//! The optional sweeper background workers (`shared_preload_libraries = 'idem_keys'`).
+//!
+//! A background worker connects to one database for life, so a launcher (no database) starts one
+//! sweeper per name in `idem_keys.sweep_databases` and keeps that set in line with the settings on every
+//! reload. Each sweeper wakes every `idem_keys.sweep_interval`, deletes one batch per transaction until a
+//! batch comes back short, and checks for shutdown between batches, so a backlog of millions never becomes
+//! one long transaction and SIGTERM ends it within a batch. Errors are caught per batch, logged, counted in
+//! `idem_stats()`, and retried at the next interval; the worker itself never dies of them.
+//!
+//! Both start only after recovery, so a hot standby runs none of this until it is promoted.
+
+use crate::{guc, store, sweep_stats};
+use pgrx::bgworkers::{
+    BackgroundWorker, BackgroundWorkerBuilder, BackgroundWorkerStatus, BgWorkerStartTime, DynamicBackgroundWorker,
+    SignalWakeFlags,
+};
+use pgrx::pg_sys::panic::CaughtError;
+use pgrx::prelude::*;
+use std::time::{Duration, Instant};
+
+/// The launcher's wake-up period when nothing signals it: how soon a sweeper that died is replaced.
+const LAUNCHER_TICK: Duration = Duration::from_secs(5);
+/// `bgw_extra` holds the database name; PostgreSQL names are at most 63 bytes.
+const MAX_DATABASE_NAME: usize = 63;
+
+/// Registers the launcher; called from `_PG_init` while shared_preload_libraries is processed.
+pub fn register() {
+    BackgroundWorkerBuilder::new("idem_keys launcher")
+        .set_function("idem_keys_launcher_main")
+        .set_library("idem_keys")
+        // A connection to no database (like the logical replication launcher): without the flag a worker
+        // ignores SIGUSR1, and with it the postmaster's "your sweeper stopped" notice would never arrive.
+        .enable_spi_access()
+        .set_start_time(BgWorkerStartTime::RecoveryFinished)
+        // If it dies anyway (a crash restart, kill -9), the postmaster starts it again.
+        .set_restart_time(Some(Duration::from_secs(1)))
+        .load();
+}
+
+struct Sweeper {
+    database: String,
+    handle: Option<DynamicBackgroundWorker>,
+    started: Instant,
+}
+
+impl Sweeper {
+    fn running(&self) -> bool {
+        match &self.handle {
+            Some(handle) => matches!(handle.pid(), Ok(_) | Err(BackgroundWorkerStatus::NotYetStarted)),
+            None => false,
+        }
+    }
+
+    fn stop(mut self) {
+        if let Some(handle) = self.handle.take() {
+            // Ends between two batches; waiting keeps two sweepers of one database from overlapping.
+            let _ = handle.terminate().wait_for_shutdown();
+        }
+    }
+}
+
+#[pg_guard]
+#[unsafe(no_mangle)]
+pub extern "C-unwind" fn idem_keys_launcher_main(_arg: pg_sys::Datum) {
+    BackgroundWorker::attach_signal_handlers(SignalWakeFlags::SIGHUP | SignalWakeFlags::SIGTERM);
+    BackgroundWorker::connect_worker_to_spi(None, None);
+    let mut sweepers: Vec<Sweeper> = Vec::new();
+    loop {
+        let wanted = if guc::sweep_enabled() { guc::sweep_databases() } else { Vec::new() };
+        let (keep, unwanted): (Vec<Sweeper>, Vec<Sweeper>) =
+            sweepers.into_iter().partition(|s| wanted.contains(&s.database));
+        unwanted.into_iter().for_each(Sweeper::stop);
+        sweepers = keep;
+        let retry_after = Duration::from_millis(guc::sweep_interval_millis());
+        for database in wanted {
+            match sweepers.iter_mut().find(|s| s.database == database) {
+                Some(s) if s.running() => {}
+                // Died (e.g. its database is gone): try again after one interval, not in a tight loop.
+                Some(s) if s.started.elapsed() < retry_after => {}
+                Some(s) => *s = start_sweeper(database),
+                None => sweepers.push(start_sweeper(database)),
+            }
+        }
+        if !BackgroundWorker::wait_latch(Some(LAUNCHER_TICK)) {
+            break;
+        }
+        if BackgroundWorker::sighup_received() {
+            // SAFETY: the documented way for a worker to apply a reload.
+            unsafe { pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP) };
+        }
+    }
+    sweepers.into_iter().for_each(Sweeper::stop);
+}
+
+fn start_sweeper(database: String) -> Sweeper {
+    let started = Instant::now();
+    if database.len() > MAX_DATABASE_NAME {
+        log!("idem_keys launcher: ignoring database name longer than {MAX_DATABASE_NAME} bytes in idem_keys.sweep_databases");
+        return Sweeper { database, handle: None, started };
+    }
+    let handle = BackgroundWorkerBuilder::new(&format!("idem_keys sweeper {database}"))
+        .set_type("idem_keys sweeper")
+        .set_function("idem_keys_sweeper_main")
+        .set_library("idem_keys")
+        .enable_spi_access()
+        .set_extra(&database)
+        // SAFETY: this process's pid, so the postmaster tells us when the sweeper starts and stops.
+        .set_notify_pid(unsafe { pg_sys::MyProcPid })
+        .load_dynamic();
+    if handle.is_err() {
+        log!("idem_keys launcher: could not start the sweeper for database \"{database}\" (max_worker_processes reached?)");
+    }
+    Sweeper { database, handle: handle.ok(), started }
+}
+
+#[pg_guard]
+#[unsafe(no_mangle)]
+pub extern "C-unwind" fn idem_keys_sweeper_main(_arg: pg_sys::Datum) {
+    BackgroundWorker::attach_signal_handlers(SignalWakeFlags::SIGHUP | SignalWakeFlags::SIGTERM);
+    let database = BackgroundWorker::get_extra().to_string();
+    BackgroundWorker::connect_worker_to_spi(Some(&database), None);
+    let mut installed = None;
+    loop {
+        let pass_started = store::clock_now();
+        let now_installed = sweep_database(&database);
+        if now_installed != installed {
+            // One line per change, at DEBUG1: a database without the extension is a normal, quiet case.
+            if now_installed == Some(false) {
+                debug1!("idem_keys sweeper: extension not installed in database \"{database}\"; idle");
+            }
+            installed = now_installed;
+        }
+        // Sleep until one interval after this pass began; a reload may shorten or lengthen that.
+        loop {
+            if shutdown_requested() {
+                return;
+            }
+            let due = pass_started.saturating_add(guc::sweep_interval_millis() as i64 * 1000);
+            let remaining = due - store::clock_now();
+            if remaining <= 0 {
+                break;
+            }
+            if !BackgroundWorker::wait_latch(Some(Duration::from_micros(remaining as u64))) {
+                return;
+            }
+            if BackgroundWorker::sighup_received() {
+                // SAFETY: as in the launcher.
+                unsafe { pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP) };
+            }
+        }
+    }
+}
+
+fn shutdown_requested() -> bool {
+    // SAFETY: a flag set by the SIGTERM handler; read only.
+    unsafe { std::ptr::read_volatile(&raw const pg_sys::ShutdownRequestPending) != 0 }
+}
+
+/// One sweep of this database, batch by batch. Some(false) when the extension is not installed, None
+/// when a batch failed (logged and counted; the next interval tries again).
+fn sweep_database(database: &str) -> Option<bool> {
+    let mut removed = 0;
+    let mut longest_batch = 0;
+    loop {
+        if shutdown_requested() {
+            break;
+        }
+        let started = store::clock_now();
+        match sweep_one_batch() {
+            Ok(None) => return Some(false),
+            Ok(Some(batch)) => {
+                removed += batch.deleted();
+                longest_batch = longest_batch.max(store::clock_now() - started);
+                if !batch.full {
+                    break;
+                }
+            }
+            Err(message) => {
+                log!("idem_keys sweeper: sweeping database \"{database}\" failed, retrying in idem_keys.sweep_interval: {message}");
+                record_in_transaction(sweep_stats::record_error);
+                return None;
+            }
+        }
+    }
+    record_in_transaction(|| sweep_stats::record_sweep(removed, longest_batch));
+    Some(true)
+}
+
+/// One batch in its own transaction, with search_path pointing at wherever the extension lives. Ok(None)
+/// when the extension is not installed in this database.
+fn sweep_one_batch() -> Result<Option<crate::api::Batch>, String> {
+    PgTryBuilder::new(|| {
+        Ok(BackgroundWorker::transaction(|| {
+            let schema_path: Result<Option<String>, _> = Spi::get_one(
+                "SELECT pg_catalog.set_config('search_path', 'pg_catalog, ' || pg_catalog.quote_ident(n.nspname), true)
+                   FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace
+                  WHERE e.extname = 'idem_keys'",
+            );
+            match schema_path {
+                Ok(Some(_)) => Some(crate::api::sweep_batch(guc::sweep_batch_size())),
+                _ => None,
+            }
+        }))
+    })
+    .catch_others(|error| {
+        // SAFETY: we are in a worker's own transaction, which the error left aborted; roll it back here.
+        unsafe { pg_sys::AbortCurrentTransaction() };
+        Err(match error {
+            CaughtError::PostgresError(report) | CaughtError::ErrorReport(report) => report.message().to_string(),
+            CaughtError::RustPanic { ereport, .. } => ereport.message().to_string(),
+        })
+    })
+    .execute()
+}
+
+/// Shared-memory bookkeeping needs MyDatabaseId only, but takes an LWLock: do it in a short transaction so
+/// an error there is cleaned up like any other.
+fn record_in_transaction(f: impl FnOnce() + std::panic::UnwindSafe + std::panic::RefUnwindSafe) {
+    BackgroundWorker::transaction(f);
+}

@@ -1,0 +1,154 @@
+#!/usr/bin/env bash
+# The sweeper background worker and pg_cron, against a real server with both preloaded (make test, stage
+# `worker`). Bounded polls everywhere; the only fixed sleeps prove that something did NOT happen.
+set -euo pipefail
+cd "$(dirname "$0")"
+bin=$("${PG_CONFIG:-/usr/bin/pg_config}" --bindir)
+dir=$(mktemp -d /tmp/idem-worker.XXXXXX) port=25354
+trap 'jobs -p | xargs -r kill 2>/dev/null; bash ../../scripts/cluster.sh stop "$dir"; rm -rf "$dir"' EXIT
+bash ../../scripts/cluster.sh start "$dir" "$port" \
+  "shared_preload_libraries = 'idem_keys,pg_cron'" "cron.database_name = 'postgres'" "cron.host = '$dir'" \
+  "idem_keys.sweep_interval = '1s'"
+sql() { psql -X -q -At -v ON_ERROR_STOP=1 -h "$dir" -p "$port" -U postgres "$@"; }
+fail() { echo "worker: FAILED: $*" >&2; tail -20 "$dir/server.log" >&2; exit 1; }
+# wait_for SQL SECONDS: polls until the query prints "t".
+wait_for() {
+  local deadline=$((SECONDS + $2))
+  until [ "$(sql -c "$1" 2>/dev/null || true)" = t ]; do
+    ((SECONDS < deadline)) || fail "timed out after $2 s waiting for: $1"
+    sleep 0.1
+  done
+}
+set_and_reload() { sql -c "ALTER SYSTEM SET $1" -c "SELECT pg_reload_conf()" >/dev/null; }
+# seed_expired SCOPE N: N finished keys whose retention already ended (written directly, for speed).
+seed_expired() {
+  sql -v scope="$1" -v n="$2" >/dev/null <<'SQL'
+INSERT INTO idem_keys (scope, key, fingerprint, token, attempt, created_at, claimed_at, lease_ends_at,
+                       finished_at, expires_at, status_code, response)
+SELECT :'scope', 'k' || g, '\x00', nextval('idem_keys_token_seq'), 1, now(), now(), now(),
+       now() - interval '2 seconds', now() - interval '1 second', 200, '{"charge": "ch"}'
+  FROM generate_series(1, :n) g;
+SQL
+}
+expired() { sql -v scope="$1" <<< "SELECT count(*) FROM idem_keys WHERE scope = :'scope' AND expires_at <= now();"; }
+sweeper_pid() { sql -c "SELECT pid FROM pg_stat_activity WHERE backend_type = 'idem_keys sweeper' AND datname = 'postgres'"; }
+
+sql -c 'CREATE DATABASE plain' -c 'CREATE EXTENSION idem_keys'
+# Named only now that it exists (a missing database is a FATAL per retry, which is right for a typo).
+set_and_reload "idem_keys.sweep_databases = 'postgres, plain'"
+echo "--- expired keys go within an interval; live and unexpired keys stay"
+seed_expired w1 500
+sql -c "SELECT idem_claim('w1', 'live', '{}'::jsonb, lease => '1 hour')" \
+    -c "SELECT idem_finish('w1', 'kept', (idem_claim('w1', 'kept', '{}'::jsonb)).token, 200, NULL::jsonb)" >/dev/null
+t0=$SECONDS
+wait_for "SELECT count(*) = 0 FROM idem_keys WHERE scope = 'w1' AND expires_at <= now()" 15
+[ "$(sql -c "SELECT string_agg(key, ',' ORDER BY key) FROM idem_keys WHERE scope = 'w1'")" = "kept,live" ] \
+  || fail "the sweeper removed a live or unexpired key"
+echo "500 expired keys swept within $((SECONDS - t0)) s; the live claim and the unexpired answer stay"
+wait_for "SELECT string_agg(backend_type || ':' || coalesce(datname, '-'), ' ' ORDER BY backend_type, datname) =
+                  'idem_keys launcher:- idem_keys sweeper:plain idem_keys sweeper:postgres'
+            FROM pg_stat_activity WHERE backend_type LIKE 'idem_keys%'" 15
+wait_for "SELECT last_sweep_at IS NOT NULL AND removed_since_start >= 500 FROM idem_stats()" 5
+echo "pg_stat_activity shows the launcher and a sweeper per database; idem_stats: $(sql -c "SELECT last_sweep_removed, removed_since_start FROM idem_stats()")"
+
+echo "--- a reload changes the interval, both ways"
+set_and_reload "idem_keys.sweep_interval = '1h'"
+sleep 2   # let the sweeper take the reload; from now on it waits an hour
+seed_expired w2 100
+sleep 3
+[ "$(expired w2)" = 100 ] || fail "the sweeper still swept every second after sweep_interval = 1h"
+set_and_reload "idem_keys.sweep_interval = '1s'"
+wait_for "SELECT count(*) = 0 FROM idem_keys WHERE scope = 'w2'" 10
+echo "interval 1h: nothing swept for 3 s; back to 1s: swept"
+
+echo "--- an error in a batch is logged and retried; the worker lives on"
+set_and_reload "idem_keys.sweep_interval = '1h'"
+sleep 2
+seed_expired w3 50
+pid=$(sweeper_pid)
+sql -c 'ALTER TABLE idem_keys RENAME TO idem_keys_away'
+set_and_reload "idem_keys.sweep_interval = '1s'"
+deadline=$((SECONDS + 10))
+until grep -q 'idem_keys sweeper: sweeping database "postgres" failed' "$dir/server.log"; do
+  ((SECONDS < deadline)) || fail "no logged sweep error within 10 s"; sleep 0.1
+done
+sql -c 'ALTER TABLE idem_keys_away RENAME TO idem_keys'
+wait_for "SELECT count(*) = 0 FROM idem_keys WHERE scope = 'w3'" 10
+[ "$(sweeper_pid)" = "$pid" ] || fail "the sweeper was replaced after an error; it should have survived it"
+[ "$(sql -c "SELECT sweep_errors > 0 FROM idem_stats()")" = t ] || fail "idem_stats does not count the error"
+echo "logged: $(grep -m1 -o 'idem_keys sweeper: sweeping database "postgres" failed.*' "$dir/server.log")"
+echo "same sweeper pid $pid swept again after the table came back; idem_stats counts the error"
+
+echo "--- a database without the extension stays quiet"
+[ "$(sql -c "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'idem_keys sweeper' AND datname = 'plain'")" = 1 ] \
+  || fail "no sweeper runs for database plain"
+if grep -E 'ERROR|FATAL|WARNING' "$dir/server.log" | grep -v 'idem_keys_away\|idem_keys sweeper: sweeping database "postgres" failed' \
+   | grep -i 'plain\|idem_keys'; then
+  fail "the log has errors about the idem_keys workers (above)"
+fi
+echo "the sweeper of 'plain' runs and the log has no error, warning or fatal line about it"
+
+echo "--- a backlog of 200 000 is swept batch by batch; claims on it never wait long"
+set_and_reload "idem_keys.sweep_interval = '1h'"
+sleep 2
+seed_expired backlog 200000
+sql -c 'VACUUM ANALYZE idem_keys'
+cat > "$dir/claim.sql" <<'SQL'
+\set k random(1, 200000)
+SELECT idem_claim('backlog', 'k' || :k, '{"n": 1}'::jsonb);
+SQL
+(cd "$dir" && "$bin/pgbench" -n -M prepared -h "$dir" -p "$port" -U postgres -c 2 -T 8 -l --log-prefix=claims \
+   -f claim.sql postgres >"$dir/pgbench.out" 2>&1) &
+bench=$!
+sleep 1
+set_and_reload "idem_keys.sweep_interval = '1s'"
+t0=$SECONDS
+wait_for "SELECT count(*) = 0 FROM idem_keys WHERE scope = 'backlog' AND expires_at <= now()" 120
+swept_in=$((SECONDS - t0))
+wait "$bench" || { cat "$dir/pgbench.out"; fail "pgbench failed"; }
+claims=$(cat "$dir"/claims.* | wc -l)
+worst_ms=$(cat "$dir"/claims.* | awk 'BEGIN { m = 0 } $3 > m { m = $3 } END { printf "%.1f", m / 1000 }')
+longest_batch=$(sql -c "SELECT round(extract(epoch FROM longest_batch) * 1000, 1) FROM idem_sweep_status()")
+echo "200000 expired keys swept in ${swept_in} s, 1000 per transaction; $claims concurrent claims on those keys," \
+     "worst claim ${worst_ms} ms, longest sweep batch ${longest_batch} ms"
+awk -v w="$worst_ms" 'BEGIN { exit !(w < 2000) }' || fail "a claim waited ${worst_ms} ms on the sweep"
+
+echo "--- SIGTERM ends a busy sweeper within a batch; the launcher replaces it"
+set_and_reload "idem_keys.sweep_interval = '1h'"
+sleep 2
+seed_expired term 200000
+set_and_reload "idem_keys.sweep_interval = '1s'"
+wait_for "SELECT count(*) < 195000 FROM idem_keys WHERE scope = 'term'" 20
+pid=$(sweeper_pid)
+start_ns=$(date +%s%N)
+kill -TERM "$pid"
+deadline=$((SECONDS + 10))
+while kill -0 "$pid" 2>/dev/null; do ((SECONDS < deadline)) || fail "the sweeper ignored SIGTERM for 10 s"; sleep 0.01; done
+stop_ms=$(( ($(date +%s%N) - start_ns) / 1000000 ))
+left=$(expired term)
+((left > 0)) || fail "the backlog was gone before SIGTERM; the test proved nothing"
+((stop_ms < 1000)) || fail "the sweeper took ${stop_ms} ms to stop"
+wait_for "SELECT count(*) = 0 FROM idem_keys WHERE scope = 'term' AND expires_at <= now()" 60
+echo "busy sweeper (pid $pid) stopped ${stop_ms} ms after SIGTERM with $left keys left; a new one swept the rest"
+
+echo "--- kill -9 of the sweeper: the server restarts, the workers come back and sweep"
+pid=$(sweeper_pid)
+kill -9 "$pid"
+wait_for "SELECT count(*) = 2 FROM pg_stat_activity WHERE backend_type = 'idem_keys sweeper'" 30
+seed_expired w6 100
+wait_for "SELECT count(*) = 0 FROM idem_keys WHERE scope = 'w6'" 15
+echo "after kill -9 of pid $pid: new sweeper $(sweeper_pid), expired keys swept again"
+
+echo "--- sweep_enabled = off stops the sweepers; pg_cron sweeps instead, in more than one batch"
+set_and_reload "idem_keys.sweep_enabled = off"
+wait_for "SELECT count(*) = 0 FROM pg_stat_activity WHERE backend_type = 'idem_keys sweeper'" 15
+set_and_reload "idem_keys.sweep_batch_size = 100"
+seed_expired cron 350
+sql -c 'CREATE EXTENSION pg_cron' -c "SELECT cron.schedule('idem-sweep', '* * * * *', 'SELECT idem_sweep()')" >/dev/null
+t0=$SECONDS
+wait_for "SELECT EXISTS (SELECT FROM cron.job_run_details WHERE status = 'succeeded' AND command = 'SELECT idem_sweep()')
+          AND NOT EXISTS (SELECT FROM idem_keys WHERE scope = 'cron')" 75
+sql -c "SELECT cron.unschedule('idem-sweep')" >/dev/null
+echo "pg_cron's job swept 350 keys (batches of 100) $((SECONDS - t0)) s after scheduling;" \
+     "idem_stats: last sweep removed $(sql -c "SELECT last_sweep_removed FROM idem_stats()")"
+echo "worker: ok"
