@@ -8,7 +8,7 @@ export PG_CONFIG
 DEMO_DIR  ?= /tmp/idem_keys-demo
 DEMO_PORT ?= 25329
 
-.PHONY: demo stop test setup install pgtest regress isolation upgrade crash worker e2e regress-bless clean
+.PHONY: demo stop test setup install pgtest regress isolation upgrade lifecycle crash worker e2e bench bench-smoke regress-bless clean
 
 setup:
 	@bash scripts/setup.sh
@@ -40,12 +40,20 @@ isolation: setup
 	@bash scripts/test.sh isolation
 upgrade: setup
 	@bash scripts/test.sh upgrade
+lifecycle: setup
+	@bash scripts/test.sh lifecycle
 crash: setup
 	@bash scripts/test.sh crash
 worker: setup
 	@bash scripts/test.sh worker
 e2e: setup
 	@bash scripts/test.sh e2e
+# The full side-by-side benchmark (long; writes docs/benchmarks.md and docs/bench/*.png) and its smoke run.
+bench: install
+	@bash bench/run.sh
+bench-smoke: install
+	@bash bench/run.sh --smoke
+
 # Accept the current outputs of the golden-file tests as expected (review the diff before committing).
 regress-bless: setup
 	@BLESS=1 bash scripts/test.sh regress isolation

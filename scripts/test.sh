@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `make test`: every test tier against real PostgreSQL servers, one timing line per stage.
 #   scripts/test.sh            all stages
-#   scripts/test.sh STAGE...   only these (pgtest regress isolation upgrade crash worker e2e)
+#   scripts/test.sh STAGE...   only these (pgtest regress isolation upgrade lifecycle crash worker e2e bench)
 # BLESS=1 copies the golden-file outputs over the expected files (review the diff before committing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,7 +11,7 @@ PGXS_TEST=$("$PG_CONFIG" --pkglibdir)/pgxs/src/test
 export PATH="$HOME/.cargo/bin:$PATH"
 
 stages=("$@")
-((${#stages[@]})) || stages=(pgtest regress isolation upgrade crash worker e2e)
+((${#stages[@]})) || stages=(pgtest regress isolation upgrade lifecycle crash worker e2e bench)
 
 scratch_dir() { # a postgres-owned scratch directory with a short path (it holds Unix sockets)
   local d; d=$(mktemp -d /tmp/idem.XXXXXX); chown postgres: "$d"; echo "$d"
@@ -52,6 +52,12 @@ stage_upgrade() {
   bash tests/upgrade/run.sh
 }
 
+# pg_dump/pg_restore, a streaming hot standby and its promotion.
+stage_lifecycle() {
+  cargo pgrx install --release --pg-config "$PG_CONFIG" >/dev/null
+  bash tests/lifecycle/run.sh
+}
+
 # kill -9 of a backend mid-request, and an immediate shutdown under load.
 stage_crash() {
   cargo pgrx install --release --pg-config "$PG_CONFIG" >/dev/null
@@ -69,6 +75,12 @@ stage_e2e() {
   cargo pgrx install --release --pg-config "$PG_CONFIG" >/dev/null
   bash tests/e2e/setup.sh
   bash tests/e2e/run.sh
+}
+
+# The benchmark harness in smoke mode (a few seconds per contender), so it never rots. Not a measurement.
+stage_bench() {
+  cargo pgrx install --release --pg-config "$PG_CONFIG" >/dev/null
+  bash bench/run.sh --smoke
 }
 
 # $1 tool (regress|isolation), $2 suite directory, $3 test names; compares against $2/expected.

@@ -9,6 +9,15 @@ use pgrx::{pg_sys, FromDatum};
 /// Scope and key are capped so a hostile caller cannot make the primary key index hold megabyte entries.
 pub const MAX_NAME_CHARS: usize = 255;
 
+/// Writes need the primary. On a hot standby say so, with SQLSTATE 25006, before PostgreSQL's generic
+/// "cannot execute INSERT in a read-only transaction" would.
+pub fn writable(function: &str) {
+    // SAFETY: a read of shared recovery state; cheap once recovery has ended (cached per backend).
+    if unsafe { pg_sys::RecoveryInProgress() } {
+        error::read_only_standby(function)
+    }
+}
+
 pub fn require<T>(value: Option<T>, function: &str, argument: &str) -> T {
     value.unwrap_or_else(|| error::null_argument(function, argument))
 }

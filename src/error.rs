@@ -162,6 +162,16 @@ pub fn checkpoint_after_finish() -> ! {
     )
 }
 
+/// 25006: a write on a hot standby.
+pub fn read_only_standby(function: &str) -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_READ_ONLY_SQL_TRANSACTION,
+        format!("{function} cannot run on a hot standby"),
+        Some("This server is in recovery: it replays the primary's keys but cannot claim, finish or sweep them.".to_string()),
+        Some("Send idem_claim, idem_finish, idem_release, idem_checkpoint and idem_sweep to the primary; idem_lookup and idem_stats work here."),
+    )
+}
+
 /// 55000: the library was upgraded but the database's extension objects were not.
 pub fn catalog_needs_update(catalog_version: &str) -> ! {
     raise(

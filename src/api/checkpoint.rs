@@ -17,6 +17,7 @@ fn idem_checkpoint(
     point: Option<&str>,
     state: default!(Option<RawJsonb>, "NULL"),
 ) {
+    args::writable("idem_checkpoint");
     let (scope, key) = args::scope_and_key("idem_checkpoint", scope, key);
     let token = args::require(token, "idem_checkpoint", "token");
     let point = args::checkpoint_name(point);

@@ -19,6 +19,7 @@ fn idem_claim_jsonb_wait(
     wait: default!(Option<Interval>, "'0'"),
     fcinfo: pg_sys::FunctionCallInfo,
 ) -> pgrx::composite_type!('static, "idem_result") {
+    args::writable("idem_claim");
     let (scope, key) = args::scope_and_key("idem_claim", scope, key);
     let request = args::require(request, "idem_claim", "request");
     let fingerprint = request.with_text(fingerprint::of_jsonb_text);
@@ -36,6 +37,7 @@ fn idem_claim_bytea_wait(
     wait: default!(Option<Interval>, "'0'"),
     fcinfo: pg_sys::FunctionCallInfo,
 ) -> pgrx::composite_type!('static, "idem_result") {
+    args::writable("idem_claim");
     let (scope, key) = args::scope_and_key("idem_claim", scope, key);
     let request = args::require(request, "idem_claim", "request");
     claim(scope, key, &fingerprint::of_bytes(request), lease, wait).into_tuple(fcinfo)

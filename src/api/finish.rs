@@ -50,6 +50,7 @@ fn idem_finish_bytea(
 #[pg_extern(volatile, parallel_unsafe, security_definer, requires = ["bootstrap"])]
 #[search_path(pg_catalog, @extschema@, pg_temp)]
 fn idem_release(scope: Option<&str>, key: Option<&str>, token: Option<i64>) -> bool {
+    args::writable("idem_release");
     let (scope, key) = args::scope_and_key("idem_release", scope, key);
     let token = args::require(token, "idem_release", "token");
     store::with_spi(|client| {
@@ -85,6 +86,7 @@ impl<'a> FinishCall<'a> {
         headers: Option<RawJsonb>,
         retention: Option<Interval>,
     ) -> FinishCall<'a> {
+        args::writable("idem_finish");
         let (scope, key) = args::scope_and_key("idem_finish", scope, key);
         let token = args::require(token, "idem_finish", "token");
         let status_code = args::status_code("idem_finish", status_code);

@@ -10,6 +10,7 @@ use pgrx::prelude::*;
 #[pg_extern(volatile, parallel_unsafe, security_definer, requires = ["bootstrap"])]
 #[search_path(pg_catalog, @extschema@, pg_temp)]
 fn idem_sweep(batch_size: default!(Option<i32>, "NULL")) -> i64 {
+    crate::args::writable("idem_sweep");
     let batch_size = match batch_size {
         Some(size) if size <= 0 => crate::error::not_positive_count("batch_size", size),
         Some(size) => size,

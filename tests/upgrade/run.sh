@@ -9,11 +9,13 @@ extdir=$("$PG_CONFIG" --sharedir)/extension
 dir=$(mktemp -d /tmp/idem-upgrade.XXXXXX) port=25351
 trap 'bash ../../scripts/cluster.sh stop "$dir"; rm -rf "$dir"' EXIT
 
-for script in idem_keys--*.sql; do install -m 644 "$script" "$extdir/"; done
+# Released install scripts: idem_keys--A.sql (one "--"); the upgrade scripts come with `cargo pgrx install`.
+released=$(cd ../../sql && ls idem_keys--*.sql | grep -v -- '--.*--')
+for script in $released; do install -m 644 "../../sql/$script" "$extdir/"; done
 bash ../../scripts/cluster.sh start "$dir" "$port"
 psql_in() { local db=$1; shift; psql -X -q -c "SET client_min_messages = warning" -v ON_ERROR_STOP=1 -h "$dir" -p "$port" -U postgres -d "$db" "$@"; }
 
-for script in idem_keys--*.sql; do
+for script in $released; do
   from=${script#idem_keys--}; from=${from%.sql}
   echo "upgrade: $from -> $current"
   psql_in postgres -c 'DROP DATABASE IF EXISTS upgraded' -c 'DROP DATABASE IF EXISTS fresh' \

@@ -1,0 +1,309 @@
+#!/usr/bin/env python3
+"""Numbers for bench/run.sh: latency percentiles from pgbench per-transaction logs, and the report.
+
+  report.py stats LOG_PREFIX [--window T0 T1]   prints "count p50_ms p99_ms" (window: transactions started in it)
+  report.py render DIR OUT.md [--charts DIR]     DIR holds results.tsv, facts.tsv, meta.md
+
+Stdlib only, except matplotlib, imported only when charts are asked for (the smoke run draws none).
+"""
+import argparse
+import csv
+import glob
+import os
+import statistics
+from collections import defaultdict
+
+CONTENDERS = ["sql", "plpgsql", "idem"]
+LABEL = {"sql": "hand-written SQL", "plpgsql": "PL/pgSQL", "idem": "idem_keys"}
+WORKLOADS = {"new": "new key (claim + finish)", "replay": "replay of a finished key",
+             "busy": "in-progress conflict", "mismatch": "mismatch (same key, other body)"}
+METHOD = """## How it is measured
+
+- One server, one run. For each workload, client count and `synchronous_commit` setting the three contenders
+  run one after another, their order rotated every round; the tables show the median of the rounds.
+- Same rows, same table shape: the baselines' tables are `CREATE TABLE … (LIKE idem_keys INCLUDING ALL)`
+  (columns, CHECK constraints, primary key and both partial sweep indexes).
+- **hand-written SQL** (`bench/scripts/sql/`): `INSERT … ON CONFLICT DO NOTHING RETURNING`; when that inserted
+  nothing, a `SELECT` of the row and the decision in the client (pgbench `\\if`); after the work an `UPDATE`
+  stores the answer. Every workload takes two round trips.
+- **PL/pgSQL** (`bench/schema.sql`): `bench_plpgsql.claim()` and `finish()` with the same outcomes, written
+  plainly (no `SECURITY DEFINER`, no `SET search_path`).
+- **idem_keys**: `idem_claim()` and `idem_finish()`, which are `SECURITY DEFINER` with a pinned `search_path`,
+  a per-call cost the baselines do not pay.
+- Fingerprints: idem_keys' canonical SHA-256; the baselines `sha256` of the jsonb text. Request, answer and
+  key are bind parameters (pgbench variables, `-M prepared`). New keys are random 63-bit numbers; replay and
+  mismatch pick uniformly among the stored finished keys, in-progress among keys claimed with a one-day lease.
+- Every transaction checks its outcome (an unexpected one aborts the run), and before measuring, each
+  contender passes claimed → replay with the stored answer → mismatch → in_progress → recovered.
+- pgbench shares the machine's cores and talks over the Unix socket, the cheapest round trip there is; over a
+  network each extra round trip of the hand-written protocol costs more than here.
+"""
+KEEP_MARK = "<!-- Everything below this line is kept when the harness rewrites this file. -->"
+
+
+def percentile(sorted_values, p):
+    """Nearest-rank percentile: a value that was actually measured, no interpolation."""
+    if not sorted_values:
+        return float("nan")
+    rank = max(1, -(-len(sorted_values) * p // 100))  # ceil without floats
+    return sorted_values[int(rank) - 1]
+
+
+def read_latencies(prefix, window=None):
+    """Latencies in ms of the transactions in pgbench's -l logs (one file per pgbench thread).
+
+    Line format (PostgreSQL 15): client_id transaction_no time_us script_no end_epoch end_us [lag] [retries];
+    time is "failed" or "skipped" for transactions that did not complete, which run.sh already refuses.
+    """
+    latencies = []
+    for path in glob.glob(glob.escape(prefix) + ".*"):
+        with open(path) as log:
+            for line in log:
+                fields = line.split()
+                if len(fields) < 6 or not fields[2].isdigit():
+                    continue
+                micros = int(fields[2])
+                if window:
+                    started = int(fields[4]) + int(fields[5]) / 1e6 - micros / 1e6
+                    if not window[0] <= started <= window[1]:
+                        continue
+                latencies.append(micros / 1000)
+    latencies.sort()
+    return latencies
+
+
+def cmd_stats(args):
+    lat = read_latencies(args.prefix, args.window)
+    print(f"{len(lat)} {percentile(lat, 50):.3f} {percentile(lat, 99):.3f}")
+
+
+def load(directory):
+    """Median over rounds of each measured configuration; facts as a dict."""
+    runs = defaultdict(list)
+    with open(os.path.join(directory, "results.tsv")) as f:
+        for row in csv.DictReader(f, delimiter="\t"):
+            key = (row["section"], row["workload"], row["contender"], int(row["clients"]), row["sync"],
+                   int(row["keys"]))
+            runs[key].append(row)
+    med = {}
+    for key, rows in runs.items():
+        med[key] = {m: statistics.median(float(r[m]) for r in rows) for m in ("tps", "p50", "p99")}
+        med[key]["rounds"] = len(rows)
+    facts = {}
+    facts_path = os.path.join(directory, "facts.tsv")
+    if os.path.exists(facts_path):
+        with open(facts_path) as f:
+            for line in f:
+                name, _, value = line.rstrip("\n").partition("\t")
+                facts[name] = value
+    return med, facts
+
+
+def ratio(a, b):
+    return a / b if b else float("nan")
+
+
+def find(med, *prefix):
+    """The medians of the first configuration whose key starts with prefix (section, workload, contender, ...)."""
+    return next((v for k, v in med.items() if k[:len(prefix)] == prefix), None)
+
+
+def axes_of(med, section):
+    """The configurations of one section, and pick(i): the sorted distinct values of key field i among them."""
+    keys = [k for k in med if k[0] == section]
+    return keys, lambda i, order=None: sorted({k[i] for k in keys}, key=order)
+
+
+def main_tables(med):
+    out = []
+    keys, pick = axes_of(med, "main")
+    for sync in pick(4, lambda s: s != "off"):
+        out.append(f"\n### synchronous_commit = {sync}\n")
+        for wl in [w for w in WORKLOADS if w in pick(1)]:
+            out.append(f"\n**{WORKLOADS[wl]}**\n")
+            out.append("| clients | " + " | ".join(f"{LABEL[c]} tps (p50 / p99 ms)" for c in CONTENDERS)
+                       + " | idem_keys ÷ SQL | idem_keys ÷ PL/pgSQL |")
+            out.append("|---:|" + "---:|" * (len(CONTENDERS) + 2))
+            for clients in pick(3):
+                cell = {c: find(med, "main", wl, c, clients, sync) for c in CONTENDERS}
+                if not all(cell.values()):
+                    continue
+                row = [f"{cell[c]['tps']:.0f} ({cell[c]['p50']:.2f} / {cell[c]['p99']:.2f})" for c in CONTENDERS]
+                row += [f"{ratio(cell['idem']['tps'], cell[b]['tps']):.2f}×" for b in ("sql", "plpgsql")]
+                out.append(f"| {clients} | " + " | ".join(row) + " |")
+    return out
+
+
+def growth_tables(med, facts):
+    out = []
+    keys, pick = axes_of(med, "growth")
+    if not keys:
+        return out
+    sizes = pick(5)
+    out.append("| keys stored | " + " | ".join(f"{LABEL[c]} new / replay tps" for c in CONTENDERS)
+               + " | " + " | ".join(f"{LABEL[c]} bytes/key" for c in CONTENDERS) + " |")
+    out.append("|---:|" + "---:|" * (2 * len(CONTENDERS)))
+    for size in sizes:
+        row = []
+        for c in CONTENDERS:
+            n = med.get(("growth", "new", c, keys[0][3], keys[0][4], size))
+            r = med.get(("growth", "replay", c, keys[0][3], keys[0][4], size))
+            row.append(f"{n['tps']:.0f} / {r['tps']:.0f}" if n and r else "–")
+        row += [facts.get(f"bytes_per_key:{c}:{size}", "–") for c in CONTENDERS]
+        out.append(f"| {int(size):,} | " + " | ".join(row) + " |")
+    out.append(f"\n{keys[0][3]} clients, synchronous_commit = {keys[0][4]}. Keys stored: finished keys filled "
+               "before the step; the step's own new-key runs add more. Bytes/key: pg_total_relation_size (heap, "
+               "TOAST, all three indexes) ÷ rows, right after the fill, with the ~200-byte response.")
+    return out
+
+
+def targets(med, facts):
+    """Each target of issue 5 against the measured medians: (target, measured, verdict)."""
+    rows = []
+
+    for clients in (1, 8):
+        i, s, p = (find(med, "main", "new", c, clients, "off") for c in ("idem", "sql", "plpgsql"))
+        if i and s and p:
+            rs, rp = ratio(i["tps"], s["tps"]), ratio(i["tps"], p["tps"])
+            rows.append((f"new key, clients = {clients}, sync off: ≥ 1.0× SQL and ≥ 1.1× PL/pgSQL",
+                         f"{rs:.2f}× SQL, {rp:.2f}× PL/pgSQL", "met" if rs >= 1.0 and rp >= 1.1 else "**not met**"))
+    replay = [(k[3], k[4], ratio(v["tps"], med[("main", "replay", "sql") + k[3:]]["tps"]))
+              for k, v in med.items() if k[:3] == ("main", "replay", "idem") and ("main", "replay", "sql") + k[3:] in med]
+    if replay:
+        worst = min(replay, key=lambda t: t[2])
+        rows.append(("replay ≥ 1.3× SQL (every client count and sync setting)",
+                     f"{min(r[2] for r in replay):.2f}× to {max(r[2] for r in replay):.2f}× "
+                     f"(lowest: clients = {worst[0]}, sync {worst[1]})",
+                     "met" if worst[2] >= 1.3 else "**not met**"))
+    during, without = (find(med, "sweep", w) for w in ("claim_during", "claim_without"))
+    if during and without:
+        r = ratio(during["p99"], without["p99"])
+        rows.append((f"sweep of {int(facts.get('sweep_deleted', 0)):,} keys: claim p99 during ≤ 2× without",
+                     f"{during['p99']:.2f} ms vs {without['p99']:.2f} ms = {r:.2f}× "
+                     f"(sweep took {float(facts.get('sweep_seconds', 'nan')):.1f} s)", "met" if r <= 2 else "**not met**"))
+    keys, pick = axes_of(med, "growth")
+    sizes = pick(5)
+    if len(sizes) > 1:
+        for wl in ("new", "replay"):
+            first, last = (find(med, "growth", wl, "idem", keys[0][3], keys[0][4], s) for s in (sizes[0], sizes[-1]))
+            if first and last:
+                change = ratio(last["tps"], first["tps"]) - 1
+                rows.append((f"{wl}: ≤ 10 % throughput drop from {sizes[0]:,} to {sizes[-1]:,} stored keys",
+                             f"{first['tps']:.0f} → {last['tps']:.0f} tps ({change * 100:+.1f} %)",
+                             "met" if change >= -0.10 else "**not met**"))
+    return rows
+
+
+def charts(med, directory):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    os.makedirs(directory, exist_ok=True)
+    written = []
+    keys, pick = axes_of(med, "main")
+    workloads = [w for w in WORKLOADS if w in pick(1)]
+    syncs = pick(4, lambda s: s != "off")
+    fig, axs = plt.subplots(1, len(workloads), figsize=(4 * len(workloads), 3.6), squeeze=False)
+    for ax, wl in zip(axs[0], workloads):
+        for c in CONTENDERS:
+            for sync, style in zip(syncs, ("-", "--")):
+                pts = sorted((k[3], v["tps"]) for k, v in med.items() if k[:3] == ("main", wl, c) and k[4] == sync)
+                if pts:
+                    ax.plot(*zip(*pts), style, marker="o", label=f"{LABEL[c]}, sync {sync}")
+        ax.set(title=WORKLOADS[wl], xlabel="clients", ylabel="transactions/s", xscale="log")
+        ax.set_xticks(pick(3), [str(c) for c in pick(3)])
+        ax.minorticks_off()
+        ax.set_ylim(bottom=0)
+    axs[0][0].legend(fontsize=7)
+    fig.tight_layout()
+    written.append(_save(fig, directory, "throughput_by_clients.png"))
+
+    clients = 8 if 8 in pick(3) else pick(3)[-1]
+    fig, ax = plt.subplots(figsize=(8, 3.6))
+    width = 0.27
+    for i, c in enumerate(CONTENDERS):
+        cells = [find(med, "main", wl, c, clients, syncs[0]) for wl in workloads]
+        xs = [j + (i - 1) * width for j in range(len(workloads))]
+        ax.bar(xs, [v["p99"] if v else 0 for v in cells], width, label=f"{LABEL[c]} p99", alpha=0.45)
+        ax.bar(xs, [v["p50"] if v else 0 for v in cells], width * 0.5, label=f"{LABEL[c]} p50", color=f"C{i}")
+    ax.set_xticks(range(len(workloads)), [WORKLOADS[w] for w in workloads], fontsize=7)
+    ax.set(ylabel="latency, ms", title=f"Latency by workload ({clients} clients, sync {syncs[0]})")
+    ax.legend(fontsize=7, ncol=3)
+    fig.tight_layout()
+    written.append(_save(fig, directory, "latency_by_workload.png"))
+
+    gkeys, gpick = axes_of(med, "growth")
+    if gkeys:
+        fig, ax = plt.subplots(figsize=(6, 3.6))
+        for c in CONTENDERS:
+            for wl, style in (("new", "-"), ("replay", ":")):
+                pts = sorted((k[5], v["tps"]) for k, v in med.items() if k[:3] == ("growth", wl, c))
+                if pts:
+                    ax.plot(*zip(*pts), style, marker="o", color=f"C{CONTENDERS.index(c)}", label=f"{LABEL[c]} {wl}")
+        ax.set(xscale="log", xlabel="keys already stored", ylabel="transactions/s",
+               title=f"Growth ({gkeys[0][3]} clients, sync {gkeys[0][4]})")
+        ax.set_ylim(bottom=0)
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        written.append(_save(fig, directory, "growth.png"))
+    return written
+
+
+def _save(fig, directory, name):
+    import matplotlib.pyplot as plt
+    fig.savefig(os.path.join(directory, name), dpi=110)
+    plt.close(fig)
+    return os.path.join(directory, name)
+
+
+def cmd_render(args):
+    med, facts = load(args.dir)
+    with open(os.path.join(args.dir, "meta.md")) as f:
+        meta = f.read()
+    lines = ["# Benchmarks: idem_keys against hand-written SQL and PL/pgSQL", "",
+             "Written by `bench/run.sh` (issue 5); do not edit above the mark at the end, the next run rewrites it.",
+             "", meta, "", METHOD, "## Targets", "", "| target | measured | verdict |", "|---|---|---|"]
+    lines += [f"| {t} | {m} | {v} |" for t, m, v in targets(med, facts)]
+    lines += ["", "## Throughput and latency", "",
+              "Median of the rounds; each cell is one pgbench run of the contender's script (tps without the "
+              "connection time; p50 and p99 from the per-transaction log, warm-up discarded).", ""]
+    lines += main_tables(med)
+    growth = growth_tables(med, facts)
+    if growth:
+        lines += ["", "## Growth", ""] + growth
+    if "sweep_seconds" in facts:
+        lines += ["", "## Sweep", "", f"`SELECT idem_sweep()` deleted {int(facts['sweep_deleted']):,} expired keys in "
+                  f"{float(facts['sweep_seconds']):.1f} s ({facts.get('sweep_note', '')})."]
+        for w, label in (("claim_without", "without a sweep"), ("claim_during", "during the sweep")):
+            v = find(med, "sweep", w)
+            if v:
+                lines.append(f"- new-key claims {label}: {v['tps']:.0f}/s, p50 {v['p50']:.2f} ms, p99 {v['p99']:.2f} ms")
+    if args.charts:
+        rel = os.path.relpath(args.charts, os.path.dirname(os.path.abspath(args.out)))
+        lines += ["", "## Charts", ""]
+        lines += [f"![{os.path.basename(p)}]({rel}/{os.path.basename(p)})" for p in charts(med, args.charts)]
+    kept = ""
+    if os.path.exists(args.out):
+        with open(args.out) as f:
+            old = f.read()
+        if KEEP_MARK in old:
+            kept = old.split(KEEP_MARK, 1)[1]
+    with open(args.out, "w") as f:
+        f.write("\n".join(lines) + "\n\n" + KEEP_MARK + (kept or "\n\n## Optimisation log\n\n(none recorded yet)\n"))
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(required=True)
+    p = sub.add_parser("stats")
+    p.add_argument("prefix")
+    p.add_argument("--window", nargs=2, type=float)
+    p.set_defaults(func=cmd_stats)
+    p = sub.add_parser("render")
+    p.add_argument("dir")
+    p.add_argument("out")
+    p.add_argument("--charts")
+    p.set_defaults(func=cmd_render)
+    args = parser.parse_args()
+    args.func(args)

@@ -1,0 +1,291 @@
+#!/usr/bin/env bash
+# Side-by-side benchmark of idem_keys against hand-written SQL and PL/pgSQL (issue 5): one throwaway
+# PostgreSQL 15, pgbench -M prepared, the three contenders interleaved round by round in the same run.
+#   bash bench/run.sh           full run (about 75 min, up to ~25 GB in /tmp): writes docs/benchmarks.md, docs/bench/
+#   bash bench/run.sh --smoke   ~1 s per run, tiny data, one round: every contender and workload runs, the
+#                               three agree on semantics, and no run has an error; writes no docs
+# Knobs (environment), e.g. a partial run that leaves docs/ alone:
+#   BENCH_WORKLOADS=replay BENCH_CLIENTS=8 BENCH_SYNC=off BENCH_ROUNDS=1 BENCH_GROWTH= BENCH_SWEEP_KEYS=0 \
+#     BENCH_DOCS=/tmp/bench-docs bash bench/run.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mode=full
+case "${1:-}" in --smoke) mode=smoke ;; "") ;; *) echo "usage: $0 [--smoke]" >&2; exit 2 ;; esac
+
+full_or_smoke() { if [ $mode = smoke ]; then echo "$2"; else echo "$1"; fi; }
+# Below 32768: ports from the ephemeral range can be taken by client sockets.
+PORT=${BENCH_PORT:-$(full_or_smoke 25440 25441)}
+SECS=${BENCH_SECONDS:-$(full_or_smoke 10 1)}          # measured seconds per pgbench run
+WARMUP=${BENCH_WARMUP:-$(full_or_smoke 2 0)}          # seconds of the same run first, discarded
+ROUNDS=${BENCH_ROUNDS:-$(full_or_smoke 3 1)}          # the report shows the median of the rounds
+CLIENTS=${BENCH_CLIENTS:-$(full_or_smoke "1 8 32" 2)}
+SYNCS=${BENCH_SYNC:-$(full_or_smoke "off on" off)}
+WORKLOADS=${BENCH_WORKLOADS:-new replay busy mismatch}
+BASE_KEYS=${BENCH_BASE_KEYS:-$(full_or_smoke 10000 1000)} # finished and busy keys stored for the main workloads
+GROWTH=${BENCH_GROWTH-$(full_or_smoke "10000 1000000 10000000" 10000)} # stored keys per growth step (empty: skip)
+GROWTH_CLIENTS=${BENCH_GROWTH_CLIENTS:-8}
+SWEEP_KEYS=${BENCH_SWEEP_KEYS:-$(full_or_smoke 1000000 2000)} # expired keys idem_sweep deletes (0: skip)
+SWEEP_BASE_SECONDS=${BENCH_SWEEP_SECONDS:-$(full_or_smoke 10 1)}
+SWEEP_CLIENTS=4 SWEEP_RATE=200                        # claims/s arriving during the sweep: a served API, not a flood
+SHARED_BUFFERS=$(full_or_smoke 2GB 128MB)
+DOCS=${BENCH_DOCS:-docs}
+PGBENCH=/usr/lib/postgresql/15/bin/pgbench
+NPROC=$(nproc)
+contenders=(sql plpgsql idem)
+declare -A TABLE=([sql]=bench_sql.keys [plpgsql]=bench_plpgsql.keys [idem]=public.idem_keys)
+
+# A typical payment request, the same request with another amount, and a ~200-byte answer.
+BODY='{"amount": 1000, "currency": "EUR", "customer": "cus_9s6XKzkNRiz8i3", "description": "Order 4711"}'
+BODY2='{"amount": 2000, "currency": "EUR", "customer": "cus_9s6XKzkNRiz8i3", "description": "Order 4711"}'
+RESP='{"id": "ch_3MmlLrLkdIwHu7ix0snN0B15", "object": "charge", "amount": 1000, "currency": "eur", "paid": true, "status": "succeeded", "receipt_url": "https://pay.example.com/receipts/acct_1/ch_3MmlLrLkdIwHu7ix0snN0B15"}'
+HDRS='{"Location": "/v1/charges/ch_3MmlLrLkdIwHu7ix0snN0B15"}'
+
+started=$SECONDS
+dir=$(mktemp -d /tmp/idem-bench.XXXXXX)  # short: it holds the server's Unix socket
+mkdir -p "$dir/scripts" "$dir/logs"
+cleanup() {
+  local rc=$?
+  bash scripts/cluster.sh stop "$dir"
+  if ((rc)) && [ -f "$dir/server.log" ]; then
+    # A backend killed by a signal here usually means the extension's .so was replaced mid-run: rerun.
+    echo "--- server log: errors" >&2
+    grep -E 'ERROR|FATAL|PANIC|terminated by signal' "$dir/server.log" | tail -n 20 >&2 || true
+  fi
+  rm -rf "$dir"
+}
+trap cleanup EXIT
+fail() { echo "bench: FAILED: $*" >&2; exit 1; }
+sql() { psql -X -q -At -v ON_ERROR_STOP=1 -h "$dir" -p "$PORT" -U postgres "$@"; }
+
+if [ $mode = full ] && ! bench/.venv/bin/python -c 'import matplotlib' 2>/dev/null; then
+  # Before the hour of measuring, not after it: the charts need matplotlib. Debian's python3 needs
+  # python3-venv for `-m venv`.
+  python3 -c 'import ensurepip' 2>/dev/null || { apt-get update -qq && apt-get install -y -qq python3-venv; }
+  python3 -m venv bench/.venv
+  bench/.venv/bin/pip install -q -r bench/requirements.txt
+fi
+
+# --- the server: checkpoints and WAL recycling spaced out so they do not land inside short runs
+bash scripts/cluster.sh start "$dir" "$PORT" "shared_buffers = $SHARED_BUFFERS" "max_connections = 100" \
+  "max_wal_size = 8GB" "checkpoint_timeout = 30min" "synchronous_commit = on" "fsync = on" \
+  "log_min_messages = warning" "log_checkpoints = on"
+sql -f bench/schema.sql >/dev/null
+settings=$(sql -F ' | ' -c "SELECT '| ' || name, current_setting(name) || ' |' FROM pg_settings
+  WHERE name IN ('server_version', 'shared_buffers', 'effective_cache_size', 'work_mem', 'max_connections',
+                 'synchronous_commit', 'fsync', 'full_page_writes', 'wal_level', 'wal_compression', 'max_wal_size',
+                 'checkpoint_timeout', 'autovacuum', 'huge_pages', 'jit') ORDER BY name")
+echo "=== bench ($mode): server on port $PORT, idem_keys $(sql -c "SELECT extversion FROM pg_extension WHERE extname = 'idem_keys'")"
+echo "$settings"
+{
+  echo "## Machine, server and run"
+  echo
+  echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC'); commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet HEAD -- src sql 2>/dev/null || echo ' (src/ or sql/ modified)')"
+  echo "- rerun: \`make bench\` (= \`bash bench/run.sh\`); knobs are at the top of bench/run.sh"
+  echo "- machine: \`nproc\` $NPROC, $(lscpu | sed -n 's/^Model name: *//p'), \`free -g\` total $(free -g | awk '/^Mem:/ {print $2}') GiB, kernel \`uname -r\` $(uname -r)"
+  echo "- pgbench: $($PGBENCH --version), \`-M prepared\`, on the same machine (it shares the $NPROC cores)"
+  echo "- each run: ${WARMUP} s warm-up (discarded), then ${SECS} s measured; ${ROUNDS} round(s), contenders rotated each round"
+  echo "- clients: $CLIENTS; synchronous_commit: $SYNCS (per session, PGOPTIONS); $BASE_KEYS finished and $BASE_KEYS in-progress keys stored"
+  echo
+  echo "| setting | value |"
+  echo "|---|---|"
+  echo "$settings"
+} >"$dir/meta.md"
+printf 'section\tworkload\tcontender\tclients\tsync\tround\tkeys\ttps\tp50\tp99\tn\n' >"$dir/results.tsv"
+: >"$dir/facts.tsv"
+fact() { printf '%s\t%s\n' "$1" "$2" >>"$dir/facts.tsv"; }
+
+# populate CONTENDER KIND SCOPE LO HI: stored keys in one of the states bench.populate knows.
+populate() {
+  sql -v tbl="${TABLE[$1]}" -v kind="$2" -v scope="$3" -v lo="$4" -v hi="$5" -v req="$BODY" -v resp="$RESP" \
+    -v hdrs="$HDRS" <<'SQL'
+CALL bench.populate(:'tbl', :'kind', :'scope', :'lo', :'hi', :'req', :'resp', :'hdrs');
+SQL
+}
+
+# --- pgbench scripts: the key, the contender's claim, the outcome check, and for new keys its finish.
+# An unexpected outcome aborts the client (pgbench then exits 2): the numbers are only of runs that did
+# what the workload says.
+expect() { # expect CODE LABEL (1 claimed, 2 replay, 3 in_progress, 4 mismatch, 5 recovered)
+  printf '\\set expect %s\n\\if :oc != :expect\n\\shell echo bench: %s: expected outcome :expect got :oc 1>&2\n' "$1" "$2"
+  printf '\\set abort 1/0\n\\endif\n'
+}
+workload_script() { # CONTENDER WORKLOAD
+  local c=$1 wl=$2
+  case $wl in
+    new | claim) echo '\set key random(1, 9000000000000000000)' ;;
+    *) echo '\set key random(1, :nkeys)' ;;
+  esac
+  cat "bench/scripts/$c/claim.pgbench"
+  case $wl in new | claim) expect 1 "$c $wl" ;; replay) expect 2 "$c $wl" ;; busy) expect 3 "$c $wl" ;; mismatch) expect 4 "$c $wl" ;; esac
+  if [ "$wl" = new ]; then cat "bench/scripts/$c/finish.pgbench"; fi
+}
+check_script() { # CONTENDER: one pass through every outcome, with the stored answer compared on replay
+  local c=$1 claim="bench/scripts/$1/claim.pgbench" finish="bench/scripts/$1/finish.pgbench"
+  echo '\set key random(1, 9000000000000000000)'
+  echo "SELECT 'check' AS scope, :body AS req \gset"
+  cat "$claim"; expect 1 "$c first claim"
+  cat "$finish"
+  cat "$claim"; expect 2 "$c retry after finish"
+  echo "SELECT (:status = 201 AND :response::jsonb = :resp::jsonb AND :headers::jsonb = :hdrs::jsonb)::int AS same \gset"
+  printf '\\if :same != 1\n\\shell echo bench: %s: replay did not return the stored answer 1>&2\n\\set abort 1/0\n\\endif\n' "$c"
+  echo "SELECT :body2 AS req \gset"
+  cat "$claim"; expect 4 "$c finished key, other body"
+  echo "SELECT 'busy' AS scope, :body AS req \gset"
+  echo '\set key 1'
+  cat "$claim"; expect 3 "$c busy key"
+  echo "SELECT :body2 AS req \gset"
+  cat "$claim"; expect 4 "$c busy key, other body"
+  echo "SELECT 'stale' AS scope, :body AS req \gset"
+  cat "$claim"; expect 5 "$c dead owner's key"
+  cat "$finish"
+  cat "$claim"; expect 2 "$c recovered key after finish"
+}
+for c in "${contenders[@]}"; do
+  for wl in $WORKLOADS claim; do workload_script "$c" "$wl" >"$dir/scripts/$c-$wl.pgbench"; done
+  check_script "$c" >"$dir/scripts/$c-check.pgbench"
+done
+
+# pgb LABEL CLIENTS SYNC SCRIPT [pgbench args]: one pgbench run, refused if any transaction failed or any
+# client aborted; sets tps. The workload's values (request, answer, scope) are pgbench variables, which
+# -M prepared sends as bind parameters.
+pgb() {
+  local label=$1 clients=$2 sync=$3 file=$4 out rc=0
+  shift 4
+  out=$dir/pgbench.$BASHPID.out
+  PGOPTIONS="-c synchronous_commit=$sync" "$PGBENCH" -n -M prepared -h "$dir" -p "$PORT" -U postgres \
+    -c "$clients" -j $((clients < NPROC ? clients : NPROC)) -f "$file" -D body="$BODY" -D body2="$BODY2" \
+    -D resp="$RESP" -D hdrs="$HDRS" "$@" postgres >"$out" 2>&1 || rc=$?
+  if ((rc)) || grep -q 'aborted' "$out" || ! grep -q '^number of failed transactions: 0 ' "$out"; then
+    cat "$out" >&2
+    fail "pgbench: $label (exit $rc)"
+  fi
+  tps=$(sed -n 's/^tps = \([0-9.]*\) (without initial connection time)$/\1/p' "$out")
+}
+workload_vars() { # WORKLOAD NKEYS: the -D settings of a workload
+  case $1 in
+    new | claim) wvars=(-D scope=new -D req="$BODY") ;;
+    replay) wvars=(-D scope=fin -D req="$BODY" -D nkeys="$2") ;;
+    busy) wvars=(-D scope=busy -D req="$BODY" -D nkeys="$2") ;;
+    mismatch) wvars=(-D scope=fin -D req="$BODY2" -D nkeys="$2") ;;
+  esac
+}
+# record SECTION WORKLOAD CONTENDER CLIENTS SYNC ROUND KEYS LOG_PREFIX [--window T0 T1]: a row of results.tsv
+record() {
+  local n p50 p99
+  read -r n p50 p99 < <(python3 bench/report.py stats "${@:8}")
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "${@:1:7}" "$tps" "$p50" "$p99" "$n" >>"$dir/results.tsv"
+  printf '  %-6s %-13s %-7s %2s clients sync %-3s round %s: %9.1f tps  p50 %7.3f ms  p99 %7.3f ms  (%s transactions)\n' \
+    "$1" "$2" "$3" "$4" "$5" "$6" "$tps" "$p50" "$p99" "$n"
+}
+# measure SECTION WORKLOAD CONTENDER CLIENTS SYNC ROUND KEYS NKEYS [pgbench args]: warm-up, measured run, a row.
+measure() {
+  local section=$1 wl=$2 c=$3 clients=$4 sync=$5 round=$6 keys=$7 nkeys=$8 prefix=$dir/logs/run
+  shift 8
+  workload_vars "$wl" "$nkeys"
+  local file=$dir/scripts/$c-$wl.pgbench
+  if ((WARMUP > 0)); then pgb "warm-up $c $wl" "$clients" "$sync" "$file" "${wvars[@]}" -T "$WARMUP" "$@"; fi
+  rm -f "$prefix".*
+  pgb "$section $c $wl c=$clients sync=$sync" "$clients" "$sync" "$file" "${wvars[@]}" -T "$SECS" \
+    -l --log-prefix="$prefix" "$@"
+  record "$section" "$wl" "$c" "$clients" "$sync" "$round" "$keys" "$prefix"
+}
+vacuum_all() { for c in "${contenders[@]}"; do sql -c "VACUUM ANALYZE ${TABLE[$c]}"; done; sql -c CHECKPOINT; }
+
+# --- data and the semantics check: each contender's own scripts, one pass through every outcome
+for c in "${contenders[@]}"; do
+  populate "$c" finished fin 1 "$BASE_KEYS"
+  populate "$c" busy busy 1 "$BASE_KEYS"
+  populate "$c" stale stale 1 1
+done
+vacuum_all
+for c in "${contenders[@]}"; do
+  pgb "semantics check $c" 1 on "$dir/scripts/$c-check.pgbench" -t 1
+done
+echo "=== semantics: claimed, replay (stored answer), mismatch, in_progress, recovered agree for ${contenders[*]}"
+
+# --- main: every workload, client count and synchronous_commit setting; contenders rotated per round
+echo "=== main"
+for sync in $SYNCS; do
+  for wl in $WORKLOADS; do
+    for clients in $CLIENTS; do
+      for ((r = 1; r <= ROUNDS; r++)); do
+        for i in 0 1 2; do
+          measure main "$wl" "${contenders[(i + r - 1) % 3]}" "$clients" "$sync" "$r" "$BASE_KEYS" "$BASE_KEYS"
+        done
+      done
+    done
+  done
+done
+
+# --- sweep: idem_sweep of expired keys while claims arrive at a fixed rate, against the same claims alone
+if ((SWEEP_KEYS > 0)); then
+  echo "=== sweep of $SWEEP_KEYS expired keys (claims at $SWEEP_RATE/s from $SWEEP_CLIENTS clients, sync on)"
+  populate idem expired expired 1 "$SWEEP_KEYS"
+  vacuum_all
+  workload_vars claim 0
+  claim=($SWEEP_CLIENTS on "$dir/scripts/idem-claim.pgbench" "${wvars[@]}" -R $SWEEP_RATE)
+  pgb "claims without sweep" "${claim[@]}" -T "$SWEEP_BASE_SECONDS" -l --log-prefix="$dir/logs/alone"
+  record sweep claim_without idem $SWEEP_CLIENTS on 1 "$SWEEP_KEYS" "$dir/logs/alone"
+  flag=$dir/sweep.done
+  # Claims in short pgbench runs until the sweep is over; their logs are cut to the sweep's window.
+  (
+    i=0
+    until [ -e "$flag" ]; do
+      i=$((i + 1))
+      pgb "claims during sweep" "${claim[@]}" -T $((SECS < 2 ? SECS : 2)) -l --log-prefix="$dir/logs/sweep.$i"
+    done
+  ) &
+  claims=$!
+  sleep 1.5
+  t0=$(date +%s.%N)
+  deleted=$(sql -c 'SELECT idem_sweep()')
+  t1=$(date +%s.%N)
+  sleep 0.5
+  touch "$flag"
+  wait $claims || fail "claims during the sweep"
+  [ "$deleted" = "$SWEEP_KEYS" ] || fail "idem_sweep deleted $deleted keys, expected $SWEEP_KEYS"
+  seconds=$(python3 -c 'import sys; print(f"{float(sys.argv[2]) - float(sys.argv[1]):.3f}")' "$t0" "$t1")
+  tps=$SWEEP_RATE  # the offered rate; the row's count says how many claims fell inside the sweep
+  record sweep claim_during idem $SWEEP_CLIENTS on 1 "$SWEEP_KEYS" "$dir/logs/sweep" --window "$t0" "$t1"
+  fact sweep_deleted "$deleted"
+  fact sweep_seconds "$seconds"
+  fact sweep_note "one call, batches of idem_keys.sweep_batch_size = $(sql -c "LOAD 'idem_keys'" -c 'SHOW idem_keys.sweep_batch_size'), while $SWEEP_RATE claims/s arrived"
+  echo "  idem_sweep deleted $deleted keys in $seconds s"
+fi
+
+# --- growth: the new-key and replay cycles with more and more keys stored (same keys in all three tables)
+if [ -n "$GROWTH" ]; then
+  echo "=== growth: $GROWTH stored keys ($GROWTH_CLIENTS clients, sync off)"
+  for c in "${contenders[@]}"; do sql -c "TRUNCATE ${TABLE[$c]}"; done
+  stored=0
+  for size in $GROWTH; do
+    step=$SECONDS
+    for c in "${contenders[@]}"; do populate "$c" finished fin $((stored + 1)) "$size"; done
+    stored=$size
+    vacuum_all
+    for c in "${contenders[@]}"; do
+      fact "bytes_per_key:$c:$size" "$(sql -c "SELECT pg_total_relation_size('${TABLE[$c]}') / count(*) FROM ${TABLE[$c]}")"
+    done
+    echo "  $size keys stored in each table (filled and vacuumed in $((SECONDS - step)) s)"
+    for ((r = 1; r <= ROUNDS; r++)); do
+      for wl in new replay; do
+        for i in 0 1 2; do
+          measure growth $wl "${contenders[(i + r - 1) % 3]}" "$GROWTH_CLIENTS" off "$r" "$size" "$size"
+        done
+      done
+    done
+  done
+fi
+
+# --- the report
+if [ $mode = smoke ]; then
+  python3 bench/report.py render "$dir" "$dir/benchmarks.md"
+  echo "=== smoke numbers: ${SECS} s runs on tiny data, one round; they only show that every path runs"
+  sed -n '/^## Targets/,/^<!--/p' "$dir/benchmarks.md" | grep -v '^<!--'
+else
+  mkdir -p "$DOCS/bench"
+  bench/.venv/bin/python bench/report.py render "$dir" "$DOCS/benchmarks.md" --charts "$DOCS/bench"
+  cp "$dir/results.tsv" "$DOCS/bench/results.tsv"
+  echo "=== wrote $DOCS/benchmarks.md and $DOCS/bench/"
+fi
+echo "=== bench ($mode): ok in $((SECONDS - started)) s"
