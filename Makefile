@@ -8,7 +8,7 @@ export PG_CONFIG
 DEMO_DIR  ?= /tmp/idem_keys-demo
 DEMO_PORT ?= 25329
 
-.PHONY: demo stop test setup install pgtest regress isolation upgrade lifecycle crash worker e2e bench bench-smoke regress-bless clean
+.PHONY: demo stop test setup install pgtest regress isolation upgrade lifecycle package package-test crash worker e2e bench bench-smoke regress-bless clean
 
 setup:
 	@bash scripts/setup.sh
@@ -42,6 +42,11 @@ upgrade: setup
 	@bash scripts/test.sh upgrade
 lifecycle: setup
 	@bash scripts/test.sh lifecycle
+# Installable artefacts without Rust on the target: dist/*.deb, a tarball, the PGXN zip with META.json.
+package: setup
+	@bash scripts/package.sh
+package-test: setup
+	@bash scripts/test.sh package
 crash: setup
 	@bash scripts/test.sh crash
 worker: setup
@@ -60,4 +65,5 @@ regress-bless: setup
 
 clean:
 	cargo clean
+	rm -rf dist
 	rm -rf tests/pg_regress/results tests/pg_regress/regression.*

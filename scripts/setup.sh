@@ -5,7 +5,7 @@ set -euo pipefail
 
 PGRX_VERSION=0.18.1
 PG_MAJOR=15
-need_pkgs=(postgresql-$PG_MAJOR postgresql-server-dev-$PG_MAJOR postgresql-$PG_MAJOR-cron
+need_pkgs=(postgresql-$PG_MAJOR postgresql-server-dev-$PG_MAJOR postgresql-$PG_MAJOR-cron zip
            libclang-dev clang build-essential pkg-config libssl-dev sudo)
 
 missing=()

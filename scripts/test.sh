@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `make test`: every test tier against real PostgreSQL servers, one timing line per stage.
 #   scripts/test.sh            all stages
-#   scripts/test.sh STAGE...   only these (pgtest regress isolation upgrade lifecycle crash worker e2e bench)
+#   scripts/test.sh STAGE...   only these (pgtest regress isolation upgrade lifecycle package crash worker e2e bench)
 # BLESS=1 copies the golden-file outputs over the expected files (review the diff before committing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,7 +11,7 @@ PGXS_TEST=$("$PG_CONFIG" --pkglibdir)/pgxs/src/test
 export PATH="$HOME/.cargo/bin:$PATH"
 
 stages=("$@")
-((${#stages[@]})) || stages=(pgtest regress isolation upgrade lifecycle crash worker e2e bench)
+((${#stages[@]})) || stages=(pgtest regress isolation upgrade lifecycle package crash worker e2e bench)
 
 scratch_dir() { # a postgres-owned scratch directory with a short path (it holds Unix sockets)
   local d; d=$(mktemp -d /tmp/idem.XXXXXX); chown postgres: "$d"; echo "$d"
@@ -56,6 +56,11 @@ stage_upgrade() {
 stage_lifecycle() {
   cargo pgrx install --release --pg-config "$PG_CONFIG" >/dev/null
   bash tests/lifecycle/run.sh
+}
+
+# make package's .deb and tarball install into a clean PostgreSQL (and the dev build is put back after).
+stage_package() {
+  bash tests/package/run.sh
 }
 
 # kill -9 of a backend mid-request, and an immediate shutdown under load.

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# `make package`: installable artefacts that need no Rust on the target, all versioned from Cargo.toml.
+#   dist/postgresql-<major>-idem-keys_<version>-1_<arch>.deb    Debian package (dpkg -i)
+#   dist/idem_keys-<version>-pg<major>-linux-<arch>.tar.gz      the same files under usr/, plus INSTALL.md
+#   dist/idem_keys-<version>.zip                               PGXN source distribution, with META.json
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PG_CONFIG=${PG_CONFIG:-/usr/bin/pg_config}
+export PATH="$HOME/.cargo/bin:$PATH"
+major=$("$PG_CONFIG" --version | sed -E 's/^PostgreSQL ([0-9]+).*/\1/')
+field() { sed -nE "s/^$1 = \"(.*)\"/\1/p" Cargo.toml | head -1; }
+version=$(field version) description=$(field description) license=$(field license)
+arch=$(dpkg --print-architecture)
+stage=target/package-stage out=dist
+rm -rf "$stage" && mkdir -p "$stage" "$out"
+
+# The built extension, laid out as it installs (usr/lib/postgresql/N/lib, usr/share/postgresql/N/extension).
+cargo pgrx package --pg-config "$PG_CONFIG" --out-dir "$stage/root" >/dev/null
+root="$stage/root"
+find "$root" -type f | sed "s|^$root/||" | sort > "$stage/files"
+
+# META.json for PGXN, from the same fields.
+cat > "$stage/META.json" <<JSON
+{
+  "name": "idem_keys",
+  "abstract": "$description",
+  "version": "$version",
+  "maintainer": ["idem_keys developers"],
+  "license": "postgresql",
+  "provides": {
+    "idem_keys": {"file": "sql/bootstrap.sql", "version": "$version", "abstract": "$description"}
+  },
+  "prereqs": {"runtime": {"requires": {"PostgreSQL": "15.0.0"}}},
+  "resources": {"bugtracker": {"web": "https://github.com/idem-keys/idem_keys/issues"}},
+  "generated_by": "scripts/package.sh",
+  "meta-spec": {"version": "1.0.0", "url": "https://pgxn.org/meta/spec.txt"},
+  "tags": ["idempotency", "payments", "retries", "pgrx"]
+}
+JSON
+python3 -m json.tool "$stage/META.json" >/dev/null
+
+# Debian package.
+deb="$stage/deb"
+mkdir -p "$deb/DEBIAN"
+cp -a "$root/." "$deb/"
+cat > "$deb/DEBIAN/control" <<CONTROL
+Package: postgresql-$major-idem-keys
+Version: $version-1
+Architecture: $arch
+Maintainer: idem_keys developers <idem-keys@example.org>
+Depends: postgresql-$major, libc6 (>= 2.36), libgcc-s1
+Section: database
+Priority: optional
+Description: $description
+ idem_keys gives any application stack idempotency keys from SQL: idem_claim, idem_finish,
+ idem_lookup, idem_sweep. License: $license. Built with pgrx for PostgreSQL $major.
+CONTROL
+debfile="$out/postgresql-$major-idem-keys_${version}-1_${arch}.deb"
+dpkg-deb --root-owner-group --build "$deb" "$debfile" >/dev/null
+
+# Tarball of the same files, with install instructions.
+tarroot="$stage/idem_keys-$version-pg$major-linux-$arch"
+mkdir -p "$tarroot"
+cp -a "$root/usr" "$tarroot/"
+cp "$stage/META.json" "$tarroot/"
+cat > "$tarroot/INSTALL.md" <<TXT
+# idem_keys $version for PostgreSQL $major ($arch)
+
+Built for Debian's PostgreSQL $major packages (pg_config --pkglibdir = /usr/lib/postgresql/$major/lib).
+No Rust toolchain is needed. As root:
+
+    tar -xzf idem_keys-$version-pg$major-linux-$arch.tar.gz
+    cp -r idem_keys-$version-pg$major-linux-$arch/usr/. /usr/
+
+Then, in each database: CREATE EXTENSION idem_keys; (after an upgrade: ALTER EXTENSION idem_keys UPDATE;).
+For the background sweeper add shared_preload_libraries = 'idem_keys' and restart PostgreSQL.
+Files: $(tr '\n' ' ' < "$stage/files")
+TXT
+tar -C "$stage" -czf "$out/$(basename "$tarroot").tar.gz" "$(basename "$tarroot")"
+
+# PGXN source distribution: the committed tree plus META.json.
+git archive --format=zip --prefix="idem_keys-$version/" -o "$out/idem_keys-$version.zip" HEAD
+(cd "$stage" && mkdir -p "idem_keys-$version" && cp META.json "idem_keys-$version/" && zip -q "../../$out/idem_keys-$version.zip" "idem_keys-$version/META.json")
+
+echo "package: idem_keys $version for PostgreSQL $major ($arch)"
+ls -l "$out" | sed 1d

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# make package's artefacts install into a clean PostgreSQL and work: the .deb with dpkg, the tarball by its
+# INSTALL.md; META.json carries Cargo.toml's version. Removes the development install first and puts it
+# back (cargo pgrx install) at the end, so the tests after this one run on the usual build.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+PG_CONFIG=${PG_CONFIG:-/usr/bin/pg_config}
+export PATH="$HOME/.cargo/bin:$PATH"
+version=$(sed -nE 's/^version = "(.*)"/\1/p' Cargo.toml | head -1)
+major=$("$PG_CONFIG" --version | sed -E 's/^PostgreSQL ([0-9]+).*/\1/')
+libdir=$("$PG_CONFIG" --pkglibdir) extdir=$("$PG_CONFIG" --sharedir)/extension
+dir=$(mktemp -d /tmp/idem-pkg.XXXXXX) port=25359; chown postgres: "$dir"
+fail() { echo "package: FAILED: $*" >&2; exit 1; }
+restore() {
+  bash scripts/cluster.sh stop "$dir/pg"; rm -rf "$dir"
+  dpkg -s "postgresql-$major-idem-keys" >/dev/null 2>&1 && dpkg -r "postgresql-$major-idem-keys" >/dev/null
+  cargo pgrx install --release --pg-config "$PG_CONFIG" >/dev/null
+}
+trap restore EXIT
+clean() { rm -f "$libdir/idem_keys.so" "$extdir"/idem_keys.control "$extdir"/idem_keys--*.sql; }
+works() { # a throwaway cluster: CREATE EXTENSION, claim, finish, replay
+  bash scripts/cluster.sh stop "$dir/pg"; rm -rf "$dir/pg"
+  bash scripts/cluster.sh start "$dir/pg" "$port"
+  local got
+  got=$(psql -X -q -At -v ON_ERROR_STOP=1 -h "$dir/pg" -p "$port" -U postgres \
+          -c 'CREATE EXTENSION idem_keys' \
+          -c "SELECT idem_finish('p', 'k', (idem_claim('p', 'k', '{}'::jsonb)).token, 201, '{\"ok\": true}'::jsonb)" \
+          -c "SELECT extversion FROM pg_extension WHERE extname = 'idem_keys'" \
+          -c "SELECT (r).outcome || ' ' || (r).response::text FROM (SELECT idem_claim('p', 'k', '{}'::jsonb) r) s")
+  [ "$got" = "$(printf '\n%s\nreplay {"ok": true}' "$version")" ] || fail "$1: got '$got'"
+}
+
+bash scripts/package.sh >/dev/null 2>&1 || fail "make package failed"
+deb=dist/postgresql-$major-idem-keys_${version}-1_$(dpkg --print-architecture).deb
+tarball=$(ls dist/idem_keys-"$version"-pg"$major"-linux-*.tar.gz)
+[ -f "$deb" ] && [ -f "$tarball" ] && [ -f "dist/idem_keys-$version.zip" ] || fail "an artefact is missing"
+[ "$(unzip -p "dist/idem_keys-$version.zip" "idem_keys-$version/META.json" | python3 -c 'import json,sys; print(json.load(sys.stdin)["version"])')" = "$version" ] \
+  || fail "META.json does not carry version $version"
+
+clean
+[ ! -e "$libdir/idem_keys.so" ] || fail "could not remove the development install"
+dpkg -i "$deb" >/dev/null
+dpkg -L "postgresql-$major-idem-keys" | grep -q "$libdir/idem_keys.so" || fail "the .deb does not install the library"
+works deb
+dpkg -r "postgresql-$major-idem-keys" >/dev/null
+[ ! -e "$libdir/idem_keys.so" ] && [ ! -e "$extdir/idem_keys.control" ] || fail "dpkg -r left files behind"
+echo "package: $(basename "$deb") installs with dpkg, CREATE EXTENSION works, dpkg -r removes it"
+
+mkdir -p "$dir/t" && tar -xzf "$tarball" -C "$dir/t"
+grep -q 'cp -r' "$dir"/t/*/INSTALL.md || fail "INSTALL.md lacks the install step"
+cp -r "$dir"/t/*/usr/. /usr/          # the step INSTALL.md gives
+works tarball
+clean
+echo "package: $(basename "$tarball") installs by its INSTALL.md, CREATE EXTENSION works; META.json version $version"
