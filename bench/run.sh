@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Side-by-side benchmark of idem_keys against hand-written SQL and PL/pgSQL (issue 5): one throwaway
 # PostgreSQL 15, pgbench -M prepared, the three contenders interleaved round by round in the same run.
-#   bash bench/run.sh           full run (about 75 min, up to ~25 GB in /tmp): writes docs/benchmarks.md, docs/bench/
+#   bash bench/run.sh           full run (about 40 min on 2 cores, up to ~25 GB in /tmp): writes docs/benchmarks.md, docs/bench/
 #   bash bench/run.sh --smoke   ~1 s per run, tiny data, one round: every contender and workload runs, the
 #                               three agree on semantics, and no run has an error; writes no docs
 # Knobs (environment), e.g. a partial run that leaves docs/ alone:
@@ -15,7 +15,7 @@ case "${1:-}" in --smoke) mode=smoke ;; "") ;; *) echo "usage: $0 [--smoke]" >&2
 full_or_smoke() { if [ $mode = smoke ]; then echo "$2"; else echo "$1"; fi; }
 # Below 32768: ports from the ephemeral range can be taken by client sockets.
 PORT=${BENCH_PORT:-$(full_or_smoke 25440 25441)}
-SECS=${BENCH_SECONDS:-$(full_or_smoke 10 1)}          # measured seconds per pgbench run
+SECS=${BENCH_SECONDS:-$(full_or_smoke 5 1)}           # measured seconds per pgbench run
 WARMUP=${BENCH_WARMUP:-$(full_or_smoke 2 0)}          # seconds of the same run first, discarded
 ROUNDS=${BENCH_ROUNDS:-$(full_or_smoke 3 1)}          # the report shows the median of the rounds
 CLIENTS=${BENCH_CLIENTS:-$(full_or_smoke "1 8 32" 2)}

@@ -40,15 +40,19 @@ psql_demo -c "\pset footer off" -c "SELECT (r).outcome FROM (SELECT idem_claim('
 echo "   -> mismatch: answer 422; nothing is charged and the stored answer is not revealed."
 
 say "5. The dead inverter: a worker claims a key, then the power dies before it can finish"
-# The worker's own session claims (committed: two-step mode), then hangs in the provider call...
-psql_demo -At -c "SELECT 'worker claims: ' || (r).outcome || ', token ' || (r).token || ', lease 2 s'
-  FROM (SELECT idem_claim('shop', 'pay-9c1d', '{\"amount\": 500, \"currency\": \"EUR\"}'::jsonb, lease => '2 seconds') r) s" \
-  -c "SELECT pg_sleep(60) /* calling the provider */" 2>/dev/null &
+# The worker's own session claims (committed: two-step mode), charges, records that as a checkpoint, then
+# hangs before it can finish...
+psql_demo -At >/dev/null 2>&1 <<'SQL' &
+SELECT (r).token AS token FROM (SELECT idem_claim('shop', 'pay-9c1d', '{"amount": 500, "currency": "EUR"}'::jsonb, lease => '2 seconds') r) s \gset
+SELECT idem_checkpoint('shop', 'pay-9c1d', :token, 'charged', '{"charge": "ch_2"}');
+SELECT pg_sleep(60) /* calling the provider */;
+SQL
 until worker_pid=$(psql_demo -At -c "SELECT pid FROM pg_stat_activity WHERE query LIKE '%calling the provider%' AND pid <> pg_backend_pid()") \
       && [ -n "$worker_pid" ]; do sleep 0.1; done
 # ...and dies: SIGKILL, no goodbye, no finish.
 kill -9 "$worker_pid"
 wait || true
+echo "   worker claimed with a 2 s lease, charged ch_2, checkpointed 'charged', then hung"
 echo "   worker backend $worker_pid killed with SIGKILL (the server restarts its sessions and carries on)"
 until psql_demo -At -c "SELECT 1" >/dev/null 2>&1; do sleep 0.2; done
 psql_demo -At -c "SELECT 'retry right away -> ' || (r).outcome || ', retry_after ' || (r).retry_after || ' s'
@@ -57,10 +61,10 @@ sleep 2.2
 psql_demo -c "\pset footer off" -c "SELECT scope, key, token, attempt FROM idem_stale()"
 echo "   (idem_stale lists the key whose lease ended: what a reconciler works through)"
 psql_demo <<'SQL'
-SELECT (r).outcome, (r).attempt, (r).token AS new_token
+SELECT (r).outcome, (r).attempt, (r).token AS new_token, (r).checkpoint, (r).checkpoint_state
   FROM (SELECT idem_claim('shop', 'pay-9c1d', '{"amount": 500, "currency": "EUR"}'::jsonb) r) s \gset
-\echo '   retry after the lease -> ' :outcome ', attempt ' :attempt ', new token ' :new_token
-\echo '   the new owner asks the provider by the idempotency key: the charge exists (ch_2), so it finishes'
+\echo '   retry after the lease -> ' :outcome ', attempt ' :attempt ', new token ' :new_token ', checkpoint ' :checkpoint :checkpoint_state
+\echo '   the new owner resumes after "charged" (and confirms ch_2 at the provider by the key): no second charge, it finishes'
 SELECT idem_finish('shop', 'pay-9c1d', :new_token, 201, '{"charge": "ch_2", "reconciled": true}'::jsonb) \gset
 SELECT 'and the next retry -> ' || (r).outcome || ' ' || (r).status_code || ' ' || (r).response AS "step"
   FROM (SELECT idem_claim('shop', 'pay-9c1d', '{"amount": 500, "currency": "EUR"}'::jsonb) r) s \gset

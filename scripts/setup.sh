@@ -8,16 +8,7 @@ PG_MAJOR=15
 need_pkgs=(postgresql-$PG_MAJOR postgresql-server-dev-$PG_MAJOR postgresql-$PG_MAJOR-cron zip
            libclang-dev clang build-essential pkg-config libssl-dev sudo)
 
-missing=()
-for p in "${need_pkgs[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
-done
-if ((${#missing[@]})); then
-  echo "setup: installing Debian packages: ${missing[*]}"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+bash "$(dirname "$0")/apt_install.sh" setup "${need_pkgs[@]}"
 
 # Debian's postgresql package creates a default cluster and may start it; we never use it, and its
 # port 5432 would only confuse a newcomer's psql. Leave it alone if the user runs it on purpose.

@@ -27,6 +27,8 @@ timed() {
 }
 trap 'echo "=== stage ${stage_name:-setup}: FAILED after $((SECONDS - ${stage_start:-0})) s"' ERR
 
+install_release() { cargo pgrx install --release --pg-config "$PG_CONFIG" >/dev/null; }
+
 # Unit tests, #[pg_test]s, multi-session and property tests: cargo pgrx test with its own cluster.
 stage_pgtest() {
   local base; base=$(scratch_dir)
@@ -36,25 +38,25 @@ stage_pgtest() {
 
 # Golden-file tests of the SQL surface, with pg_regress and a temporary instance.
 stage_regress() {
-  cargo pgrx install --release --pg-config "$PG_CONFIG" >/dev/null
+  install_release
   run_pg_regress regress tests/pg_regress "$(ls tests/pg_regress/sql | sed 's/\.sql$//' | sort)"
 }
 
 # Races, with PostgreSQL's own isolation tester: one spec per race, every listed interleaving.
 stage_isolation() {
-  cargo pgrx install --release --pg-config "$PG_CONFIG" >/dev/null
+  install_release
   run_pg_regress isolation tests/isolation "$(ls tests/isolation/specs | sed 's/\.spec$//' | sort)"
 }
 
 # Every released version -> this one: keys survive, catalog equal to a fresh install.
 stage_upgrade() {
-  cargo pgrx install --release --pg-config "$PG_CONFIG" >/dev/null
+  install_release
   bash tests/upgrade/run.sh
 }
 
 # pg_dump/pg_restore, a streaming hot standby and its promotion.
 stage_lifecycle() {
-  cargo pgrx install --release --pg-config "$PG_CONFIG" >/dev/null
+  install_release
   bash tests/lifecycle/run.sh
 }
 
@@ -65,26 +67,26 @@ stage_package() {
 
 # kill -9 of a backend mid-request, and an immediate shutdown under load.
 stage_crash() {
-  cargo pgrx install --release --pg-config "$PG_CONFIG" >/dev/null
+  install_release
   bash tests/crash/run.sh
 }
 
 # The sweeper background worker (preloaded) and pg_cron, against a real server.
 stage_worker() {
-  cargo pgrx install --release --pg-config "$PG_CONFIG" >/dev/null
+  install_release
   bash tests/worker/run.sh
 }
 
 # The Go, Python and Node example services under the same attack (double tap, dead inverter, retry storm).
 stage_e2e() {
-  cargo pgrx install --release --pg-config "$PG_CONFIG" >/dev/null
+  install_release
   bash tests/e2e/setup.sh
   bash tests/e2e/run.sh
 }
 
 # The benchmark harness in smoke mode (a few seconds per contender), so it never rots. Not a measurement.
 stage_bench() {
-  cargo pgrx install --release --pg-config "$PG_CONFIG" >/dev/null
+  install_release
   bash bench/run.sh --smoke
 }
 

@@ -8,16 +8,9 @@ cd "$(dirname "$0")"
 dir=$(mktemp -d /tmp/idem-crash.XXXXXX) port=25352
 trap 'bash ../../scripts/cluster.sh stop "$dir"; rm -rf "$dir"' EXIT
 bash ../../scripts/cluster.sh start "$dir" "$port"
-sql() { psql -X -q -At -v ON_ERROR_STOP=1 -h "$dir" -p "$port" -U postgres "$@"; }
-fail() { echo "crash: FAILED: $*" >&2; exit 1; }
-# Polls `sql -c "$1"` until it prints "t", at most $2 seconds.
-wait_for() {
-  local deadline=$((SECONDS + $2))
-  until [ "$(sql -c "$1" 2>/dev/null || true)" = t ]; do
-    ((SECONDS < deadline)) || fail "timed out after $2 s waiting for: $1"
-    sleep 0.1
-  done
-}
+suite=crash; source ../lib.sh
+sql() { sql_at "$dir" "$port" "$@"; }
+wait_for() { poll sql "$@"; }
 wait_for_server() { wait_for "SELECT true" 60; }
 sql -c 'CREATE EXTENSION idem_keys'
 

@@ -9,16 +9,7 @@ cd "$(dirname "$0")/../.."
 need_pkgs=(golang-go golang-github-jackc-pgx-v4-dev python3-venv)
 # A machine may already have Node.js from elsewhere (with its own npm); Debian's npm would conflict with it.
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then need_pkgs+=(nodejs npm); fi
-missing=()
-for p in "${need_pkgs[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
-done
-if ((${#missing[@]})); then
-  echo "e2e setup: installing Debian packages: ${missing[*]}"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+bash scripts/apt_install.sh "e2e setup" "${need_pkgs[@]}"
 
 # Python: a venv from Debian's python3, filled from the pinned requirements once per change of them.
 venv=examples/python/.venv

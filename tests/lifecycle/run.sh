@@ -8,15 +8,10 @@ bin=$("${PG_CONFIG:-/usr/bin/pg_config}" --bindir)
 base=$(mktemp -d /tmp/idem-life.XXXXXX); chown postgres: "$base"
 primary=$base/primary standby=$base/standby pport=25357 sport=25358
 trap 'bash ../../scripts/cluster.sh stop "$standby"; bash ../../scripts/cluster.sh stop "$primary"; rm -rf "$base"' EXIT
-fail() { echo "lifecycle: FAILED: $*" >&2; exit 1; }
-p() { psql -X -q -At -v ON_ERROR_STOP=1 -h "$primary" -p "$pport" -U postgres "$@"; }
-s() { psql -X -q -At -v ON_ERROR_STOP=1 -h "$standby" -p "$sport" -U postgres "$@"; }
-wait_for() { # wait_for FUNCTION SQL SECONDS: polls until FUNCTION -c SQL prints "t"
-  local deadline=$((SECONDS + $3))
-  until [ "$($1 -c "$2" 2>/dev/null || true)" = t ]; do
-    ((SECONDS < deadline)) || fail "timed out after $3 s waiting for: $2"; sleep 0.1
-  done
-}
+suite=lifecycle; source ../lib.sh
+p() { sql_at "$primary" "$pport" "$@"; }
+s() { sql_at "$standby" "$sport" "$@"; }
+wait_for() { poll "$@"; }
 rows() { $1 -d "$2" -c "SELECT k::text FROM idem_keys k ORDER BY scope, key"; }
 
 bash ../../scripts/cluster.sh start "$primary" "$pport" "shared_preload_libraries = 'idem_keys'"

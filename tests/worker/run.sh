@@ -5,20 +5,13 @@ set -euo pipefail
 cd "$(dirname "$0")"
 bin=$("${PG_CONFIG:-/usr/bin/pg_config}" --bindir)
 dir=$(mktemp -d /tmp/idem-worker.XXXXXX) port=25354
-trap 'jobs -p | xargs -r kill 2>/dev/null; bash ../../scripts/cluster.sh stop "$dir"; rm -rf "$dir"' EXIT
+suite=worker; source ../lib.sh
+trap 'rc=$?; ((rc)) && tail -20 "$dir/server.log" >&2; jobs -p | xargs -r kill 2>/dev/null; bash ../../scripts/cluster.sh stop "$dir"; rm -rf "$dir"' EXIT
 bash ../../scripts/cluster.sh start "$dir" "$port" \
   "shared_preload_libraries = 'idem_keys,pg_cron'" "cron.database_name = 'postgres'" "cron.host = '$dir'" \
   "idem_keys.sweep_interval = '1s'"
-sql() { psql -X -q -At -v ON_ERROR_STOP=1 -h "$dir" -p "$port" -U postgres "$@"; }
-fail() { echo "worker: FAILED: $*" >&2; tail -20 "$dir/server.log" >&2; exit 1; }
-# wait_for SQL SECONDS: polls until the query prints "t".
-wait_for() {
-  local deadline=$((SECONDS + $2))
-  until [ "$(sql -c "$1" 2>/dev/null || true)" = t ]; do
-    ((SECONDS < deadline)) || fail "timed out after $2 s waiting for: $1"
-    sleep 0.1
-  done
-}
+sql() { sql_at "$dir" "$port" "$@"; }
+wait_for() { poll sql "$@"; }
 set_and_reload() { sql -c "ALTER SYSTEM SET $1" -c "SELECT pg_reload_conf()" >/dev/null; }
 # seed_expired SCOPE N: N finished keys whose retention already ended (written directly, for speed).
 seed_expired() {
