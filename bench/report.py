@@ -203,35 +203,37 @@ def charts(med, directory):
     written = []
     keys, pick = axes_of(med, "main")
     workloads = [w for w in WORKLOADS if w in pick(1)]
-    syncs = pick(4, lambda s: s != "off")
-    fig, axs = plt.subplots(1, len(workloads), figsize=(4 * len(workloads), 3.6), squeeze=False)
-    for ax, wl in zip(axs[0], workloads):
-        for c in CONTENDERS:
-            for sync, style in zip(syncs, ("-", "--")):
-                pts = sorted((k[3], v["tps"]) for k, v in med.items() if k[:3] == ("main", wl, c) and k[4] == sync)
-                if pts:
-                    ax.plot(*zip(*pts), style, marker="o", label=f"{LABEL[c]}, sync {sync}")
-        ax.set(title=WORKLOADS[wl], xlabel="clients", ylabel="transactions/s", xscale="log")
-        ax.set_xticks(pick(3), [str(c) for c in pick(3)])
-        ax.minorticks_off()
-        ax.set_ylim(bottom=0)
-    axs[0][0].legend(fontsize=7)
-    fig.tight_layout()
-    written.append(_save(fig, directory, "throughput_by_clients.png"))
+    # A partial run without the main workloads (BENCH_WORKLOADS=" ") draws only what it measured.
+    if workloads:
+        syncs = pick(4, lambda s: s != "off")
+        fig, axs = plt.subplots(1, len(workloads), figsize=(4 * len(workloads), 3.6), squeeze=False)
+        for ax, wl in zip(axs[0], workloads):
+            for c in CONTENDERS:
+                for sync, style in zip(syncs, ("-", "--")):
+                    pts = sorted((k[3], v["tps"]) for k, v in med.items() if k[:3] == ("main", wl, c) and k[4] == sync)
+                    if pts:
+                        ax.plot(*zip(*pts), style, marker="o", label=f"{LABEL[c]}, sync {sync}")
+            ax.set(title=WORKLOADS[wl], xlabel="clients", ylabel="transactions/s", xscale="log")
+            ax.set_xticks(pick(3), [str(c) for c in pick(3)])
+            ax.minorticks_off()
+            ax.set_ylim(bottom=0)
+        axs[0][0].legend(fontsize=7)
+        fig.tight_layout()
+        written.append(_save(fig, directory, "throughput_by_clients.png"))
 
-    clients = 8 if 8 in pick(3) else pick(3)[-1]
-    fig, ax = plt.subplots(figsize=(8, 3.6))
-    width = 0.27
-    for i, c in enumerate(CONTENDERS):
-        cells = [find(med, "main", wl, c, clients, syncs[0]) for wl in workloads]
-        xs = [j + (i - 1) * width for j in range(len(workloads))]
-        ax.bar(xs, [v["p99"] if v else 0 for v in cells], width, label=f"{LABEL[c]} p99", alpha=0.45)
-        ax.bar(xs, [v["p50"] if v else 0 for v in cells], width * 0.5, label=f"{LABEL[c]} p50", color=f"C{i}")
-    ax.set_xticks(range(len(workloads)), [WORKLOADS[w] for w in workloads], fontsize=7)
-    ax.set(ylabel="latency, ms", title=f"Latency by workload ({clients} clients, sync {syncs[0]})")
-    ax.legend(fontsize=7, ncol=3)
-    fig.tight_layout()
-    written.append(_save(fig, directory, "latency_by_workload.png"))
+        clients = 8 if 8 in pick(3) else pick(3)[-1]
+        fig, ax = plt.subplots(figsize=(8, 3.6))
+        width = 0.27
+        for i, c in enumerate(CONTENDERS):
+            cells = [find(med, "main", wl, c, clients, syncs[0]) for wl in workloads]
+            xs = [j + (i - 1) * width for j in range(len(workloads))]
+            ax.bar(xs, [v["p99"] if v else 0 for v in cells], width, label=f"{LABEL[c]} p99", alpha=0.45)
+            ax.bar(xs, [v["p50"] if v else 0 for v in cells], width * 0.5, label=f"{LABEL[c]} p50", color=f"C{i}")
+        ax.set_xticks(range(len(workloads)), [WORKLOADS[w] for w in workloads], fontsize=7)
+        ax.set(ylabel="latency, ms", title=f"Latency by workload ({clients} clients, sync {syncs[0]})")
+        ax.legend(fontsize=7, ncol=3)
+        fig.tight_layout()
+        written.append(_save(fig, directory, "latency_by_workload.png"))
 
     gkeys, gpick = axes_of(med, "growth")
     if gkeys:
