@@ -32,27 +32,13 @@ test: setup
 	@bash scripts/test.sh
 
 # Stages of `make test`, runnable alone.
-pgtest: setup
-	@bash scripts/test.sh pgtest
-regress: setup
-	@bash scripts/test.sh regress
-isolation: setup
-	@bash scripts/test.sh isolation
-upgrade: setup
-	@bash scripts/test.sh upgrade
-lifecycle: setup
-	@bash scripts/test.sh lifecycle
+pgtest regress isolation upgrade lifecycle crash worker e2e: setup
+	@bash scripts/test.sh $@
+package-test: setup
+	@bash scripts/test.sh package
 # Installable artefacts without Rust on the target: dist/*.deb, a tarball, the PGXN zip with META.json.
 package: setup
 	@bash scripts/package.sh
-package-test: setup
-	@bash scripts/test.sh package
-crash: setup
-	@bash scripts/test.sh crash
-worker: setup
-	@bash scripts/test.sh worker
-e2e: setup
-	@bash scripts/test.sh e2e
 # The full side-by-side benchmark (long; writes docs/benchmarks.md and docs/bench/*.png) and its smoke run.
 bench: install
 	@bash bench/run.sh

@@ -48,33 +48,19 @@ stage_isolation() {
   run_pg_regress isolation tests/isolation "$(ls tests/isolation/specs | sed 's/\.spec$//' | sort)"
 }
 
-# Every released version -> this one: keys survive, catalog equal to a fresh install.
-stage_upgrade() {
+# The suites that are one script against the installed release build (tests/<name>/run.sh):
+#   upgrade    every released version -> this one: keys survive, catalog equal to a fresh install
+#   lifecycle  pg_dump/pg_restore, a streaming hot standby and its promotion
+#   crash      kill -9 of a backend mid-request, and an immediate shutdown under load
+#   worker     the sweeper background worker (preloaded) and pg_cron, against a real server
+stage_suite() {
   install_release
-  bash tests/upgrade/run.sh
-}
-
-# pg_dump/pg_restore, a streaming hot standby and its promotion.
-stage_lifecycle() {
-  install_release
-  bash tests/lifecycle/run.sh
+  bash "tests/$1/run.sh"
 }
 
 # make package's .deb and tarball install into a clean PostgreSQL (and the dev build is put back after).
 stage_package() {
   bash tests/package/run.sh
-}
-
-# kill -9 of a backend mid-request, and an immediate shutdown under load.
-stage_crash() {
-  install_release
-  bash tests/crash/run.sh
-}
-
-# The sweeper background worker (preloaded) and pg_cron, against a real server.
-stage_worker() {
-  install_release
-  bash tests/worker/run.sh
 }
 
 # The Go, Python and Node example services under the same attack (double tap, dead inverter, retry storm).
@@ -118,5 +104,9 @@ run_pg_regress() {
 }
 
 for stage in "${stages[@]}"; do
-  timed "$stage" "stage_$stage"
+  if declare -F "stage_$stage" >/dev/null; then
+    timed "$stage" "stage_$stage"
+  else
+    timed "$stage" stage_suite "$stage"
+  fi
 done

@@ -29,13 +29,18 @@ pub fn scope_and_key<'a>(function: &str, scope: Option<&'a str>, key: Option<&'a
     if let Some(chars) = chars_over_limit(scope) {
         error::bad_scope(chars)
     }
-    if key.is_empty() {
-        error::bad_key(0)
+    (scope, nonempty_name(key, error::bad_key))
+}
+
+/// A key or a checkpoint name: 1 to 255 characters, else `bad` with the length found.
+fn nonempty_name(name: &str, bad: fn(usize) -> !) -> &str {
+    if name.is_empty() {
+        bad(0)
     }
-    if let Some(chars) = chars_over_limit(key) {
-        error::bad_key(chars)
+    if let Some(chars) = chars_over_limit(name) {
+        bad(chars)
     }
-    (scope, key)
+    name
 }
 
 /// Characters, not bytes: the limit is what a user reads. A string of at most 255 bytes cannot have more
@@ -49,15 +54,8 @@ fn chars_over_limit(text: &str) -> Option<usize> {
 }
 
 /// A recovery point's name: like a key, 1 to 255 characters.
-pub fn checkpoint_name<'a>(point: Option<&'a str>) -> &'a str {
-    let point = require(point, "idem_checkpoint", "point");
-    if point.is_empty() {
-        error::bad_checkpoint(0)
-    }
-    if let Some(chars) = chars_over_limit(point) {
-        error::bad_checkpoint(chars)
-    }
-    point
+pub fn checkpoint_name(point: Option<&str>) -> &str {
+    nonempty_name(require(point, "idem_checkpoint", "point"), error::bad_checkpoint)
 }
 
 pub fn status_code(function: &str, status_code: Option<i32>) -> i32 {

@@ -33,18 +33,23 @@ pub fn null_argument(function: &str, argument: &str) -> ! {
     )
 }
 
-/// 22023: key empty or too long.
-pub fn bad_key(chars: usize) -> ! {
+/// 22023: a key or checkpoint name (`what`) that is empty (`chars` = 0) or too long.
+fn bad_name(what: &str, chars: usize, hint: &str) -> ! {
     raise(
         PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
         if chars == 0 {
-            "idempotency key must not be empty".to_string()
+            format!("{what} must not be empty")
         } else {
-            format!("idempotency key is {chars} characters long; the limit is {}", crate::args::MAX_NAME_CHARS)
+            format!("{what} is {chars} characters long; the limit is {}", crate::args::MAX_NAME_CHARS)
         },
         None,
-        Some("Use a client-generated UUID or a similar random string of 1 to 255 characters."),
+        Some(hint),
     )
+}
+
+/// 22023: key empty or too long.
+pub fn bad_key(chars: usize) -> ! {
+    bad_name("idempotency key", chars, "Use a client-generated UUID or a similar random string of 1 to 255 characters.")
 }
 
 /// 22023: scope too long.
@@ -99,16 +104,7 @@ pub fn negative(argument: &str) -> ! {
 
 /// 22023: checkpoint name empty or too long.
 pub fn bad_checkpoint(chars: usize) -> ! {
-    raise(
-        PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
-        if chars == 0 {
-            "checkpoint name must not be empty".to_string()
-        } else {
-            format!("checkpoint name is {chars} characters long; the limit is {}", crate::args::MAX_NAME_CHARS)
-        },
-        None,
-        Some("Name the step the request has reached, e.g. 'charged' or 'email_sent'."),
-    )
+    bad_name("checkpoint name", chars, "Name the step the request has reached, e.g. 'charged' or 'email_sent'.")
 }
 
 /// 22023: a count argument that is zero or negative.

@@ -17,11 +17,14 @@ use pgrx::{datum::DatumWithOid, PgMemoryContexts, PgOid};
 use std::cell::RefCell;
 
 /// The columns a claim classifies a stored key by, in this order, after a leading `inserted` flag.
-/// `$3` is the caller's fingerprint.
+/// `$3` is the caller's fingerprint. A finished key keeps its last checkpoint, but no outcome of a finished
+/// key shows it, so a replay does not copy it (its state may be as large as a response).
 macro_rules! key_columns {
     () => {
         "k.token, k.attempt, k.fingerprint = $3, k.finished_at IS NOT NULL, k.lease_ends_at, k.expires_at, \
-         k.status_code, k.response, k.response_bytes, k.headers, k.created_at, k.checkpoint, k.checkpoint_state"
+         k.status_code, k.response, k.response_bytes, k.headers, k.created_at, \
+         CASE WHEN k.finished_at IS NULL THEN k.checkpoint END, \
+         CASE WHEN k.finished_at IS NULL THEN k.checkpoint_state END"
     };
 }
 
@@ -41,11 +44,9 @@ pub enum Stmt {
     FinishCheck,
     /// Drop an unfinished claim owned by the token.
     Release,
-    /// Whether a live (unexpired) row exists, for release's P0002.
-    Exists,
     /// Record a checkpoint if the token still owns the unfinished key.
     Checkpoint,
-    /// Why `Checkpoint` matched nothing: owner, finished, finished and expired.
+    /// Why a fenced write (checkpoint, release) matched nothing: owner, finished, finished and expired.
     Owner,
     /// Read a key for idem_lookup.
     Lookup,
@@ -55,7 +56,7 @@ pub enum Stmt {
     SweepAbandoned,
 }
 
-const STMT_COUNT: usize = 12;
+const STMT_COUNT: usize = 11;
 
 const TEXT: PgOid = PgOid::BuiltIn(pg_sys::BuiltinOid::TEXTOID);
 const BYTEA: PgOid = PgOid::BuiltIn(pg_sys::BuiltinOid::BYTEAOID);
@@ -117,9 +118,6 @@ impl Stmt {
             Stmt::Release => {
                 "DELETE FROM idem_keys WHERE scope = $1 AND key = $2 AND token = $3 AND finished_at IS NULL"
             }
-            Stmt::Exists => {
-                "SELECT FROM idem_keys WHERE scope = $1 AND key = $2 AND (finished_at IS NULL OR expires_at > $3)"
-            }
             Stmt::Checkpoint => {
                 "UPDATE idem_keys SET checkpoint = $4, checkpoint_state = $5
                   WHERE scope = $1 AND key = $2 AND token = $3 AND finished_at IS NULL"
@@ -155,7 +153,7 @@ impl Stmt {
             Stmt::Claim | Stmt::Reread | Stmt::Takeover => &[TEXT, TEXT, BYTEA, TSTZ, TSTZ],
             Stmt::Finish | Stmt::FinishCheck => &[TEXT, TEXT, INT8, TSTZ, TSTZ, INT4, JSONB, BYTEA, JSONB],
             Stmt::Release => &[TEXT, TEXT, INT8],
-            Stmt::Exists | Stmt::Lookup | Stmt::Owner => &[TEXT, TEXT, TSTZ],
+            Stmt::Lookup | Stmt::Owner => &[TEXT, TEXT, TSTZ],
             Stmt::Checkpoint => &[TEXT, TEXT, INT8, TEXT, JSONB],
             Stmt::SweepFinished | Stmt::SweepAbandoned => &[TSTZ, INT4],
         }
@@ -249,6 +247,17 @@ pub fn first_key_row(table: &SpiTupleTable<'_>) -> Option<KeyRow> {
         created_at: timestamp(table, 12).unwrap_or_default(),
         checkpoint: Checkpoint { point: varlena(table, 13), state: varlena(table, 14) },
     })
+}
+
+/// Who owns a live key, and whether it is finished; None when the key is unknown or its answer expired
+/// (both P0002 for a fenced write). For the error paths of checkpoint and release.
+pub fn live_owner(client: &SpiClient<'_>, scope: &str, key: &str) -> Option<(i64, bool)> {
+    let params = [text(scope), text(key), timestamptz(clock_now())];
+    let owner = run(client, Stmt::Owner, &params);
+    if owner.is_empty() || value::<bool>(&owner, 3).unwrap_or(false) {
+        return None;
+    }
+    Some((value(&owner, 1).unwrap_or_default(), value(&owner, 2).unwrap_or(false)))
 }
 
 /// A by-value column of the first row.

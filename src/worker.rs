@@ -165,24 +165,23 @@ fn sweep_database(database: &str) -> Option<bool> {
         if shutdown_requested() {
             break;
         }
-        let started = store::clock_now();
         match sweep_one_batch() {
             Ok(None) => return Some(false),
             Ok(Some(batch)) => {
                 removed += batch.deleted();
-                longest_batch = longest_batch.max(store::clock_now() - started);
+                longest_batch = longest_batch.max(batch.micros);
                 if !batch.full {
                     break;
                 }
             }
             Err(message) => {
                 log!("idem_keys sweeper: sweeping database \"{database}\" failed, retrying in idem_keys.sweep_interval: {message}");
-                record_in_transaction(sweep_stats::record_error);
+                sweep_stats::record_error();
                 return None;
             }
         }
     }
-    record_in_transaction(|| sweep_stats::record_sweep(removed, longest_batch));
+    sweep_stats::record_sweep(removed, longest_batch);
     Some(true)
 }
 
@@ -211,10 +210,4 @@ fn sweep_one_batch() -> Result<Option<crate::api::Batch>, String> {
         })
     })
     .execute()
-}
-
-/// Shared-memory bookkeeping needs MyDatabaseId only, but takes an LWLock: do it in a short transaction so
-/// an error there is cleaned up like any other.
-fn record_in_transaction(f: impl FnOnce() + std::panic::UnwindSafe + std::panic::RefUnwindSafe) {
-    BackgroundWorker::transaction(f);
 }

@@ -35,14 +35,11 @@ fn idem_checkpoint(
         if store::run(client, Stmt::Checkpoint, &params).len() == 1 {
             return;
         }
-        let params = [store::text(scope), store::text(key), store::timestamptz(store::clock_now())];
-        let owner = store::run(client, Stmt::Owner, &params);
-        if owner.is_empty() || store::value::<bool>(&owner, 3).unwrap_or(false) {
-            error::unknown_key("idem_checkpoint")
+        match store::live_owner(client, scope, key) {
+            None => error::unknown_key("idem_checkpoint"),
+            Some((owner, _)) if owner != token => error::token_not_owner(token),
+            // Same token, so the key is finished (the update only skips finished keys).
+            Some(_) => error::checkpoint_after_finish(),
         }
-        if store::value::<i64>(&owner, 1).unwrap_or_default() != token {
-            error::token_not_owner(token)
-        }
-        error::checkpoint_after_finish()
     })
 }

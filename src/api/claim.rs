@@ -63,12 +63,11 @@ const POLL_MAX_MICROS: i64 = 100_000;
 
 fn claim(scope: &str, key: &str, fingerprint: &Fingerprint, lease: Option<Interval>, wait: Option<Interval>) -> Fields {
     let lease_micros = args::duration_micros("lease", lease, crate::guc::lease_micros);
-    let wait_micros = args::wait_micros(wait);
-    let deadline = store::clock_now().saturating_add(wait_micros);
+    let mut now = store::clock_now();
+    let deadline = now.saturating_add(args::wait_micros(wait));
     let mut first = Stmt::Claim;
     let mut poll = POLL_FIRST_MICROS;
     loop {
-        let now = store::clock_now();
         match attempt(scope, key, fingerprint, now, lease_micros, first) {
             Attempt::Done(fields) => return fields,
             Attempt::Busy(fields, lease_ends_at) => {
@@ -80,6 +79,7 @@ fn claim(scope: &str, key: &str, fingerprint: &Fingerprint, lease: Option<Interv
                 poll = (poll * 2).min(POLL_MAX_MICROS);
                 // Polls read first: a key that is still busy costs no insert attempt and no token.
                 first = Stmt::Reread;
+                now = store::clock_now();
             }
         }
     }
@@ -134,9 +134,8 @@ fn decide(row: KeyRow, now: i64) -> Decision {
         let outcome = if row.attempt > 1 { Outcome::Recovered } else { Outcome::Claimed };
         let mut fields = Fields::new(outcome, row.attempt, row.created_at);
         fields.token = Some(row.token);
-        if outcome == Outcome::Recovered {
-            fields.checkpoint = row.checkpoint;
-        }
+        // NULL for a fresh claim and for an expired answer taken over; the dead owner's for a recovery.
+        fields.checkpoint = row.checkpoint;
         return Decision::Answer(fields);
     }
     if row.finished {

@@ -58,9 +58,7 @@ fn idem_release(scope: Option<&str>, key: Option<&str>, token: Option<i64>) -> b
         if store::run(client, Stmt::Release, &params).len() == 1 {
             return true;
         }
-        let now = store::clock_now();
-        let params = [store::text(scope), store::text(key), store::timestamptz(now)];
-        if store::run(client, Stmt::Exists, &params).is_empty() {
+        if store::live_owner(client, scope, key).is_none() {
             error::unknown_key("idem_release")
         }
         false
