@@ -37,15 +37,21 @@ stage_pgtest() {
 }
 
 # Golden-file tests of the SQL surface, with pg_regress and a temporary instance.
+# Then again with idem_keys.direct_path = off: claim and finish through SPI must give the same golden output
+# (surface, which lists the settings, runs once).
 stage_regress() {
   install_release
-  run_pg_regress regress tests/pg_regress "$(ls tests/pg_regress/sql | sed 's/\.sql$//' | sort)"
+  local tests; tests=$(ls tests/pg_regress/sql | sed 's/\.sql$//' | sort)
+  run_pg_regress regress tests/pg_regress "$tests"
+  run_pg_regress regress tests/pg_regress "$(grep -vx surface <<<"$tests")" "idem_keys.direct_path = off"
 }
 
 # Races, with PostgreSQL's own isolation tester: one spec per race, every listed interleaving.
 stage_isolation() {
   install_release
-  run_pg_regress isolation tests/isolation "$(ls tests/isolation/specs | sed 's/\.spec$//' | sort)"
+  local specs; specs=$(ls tests/isolation/specs | sed 's/\.spec$//' | sort)
+  run_pg_regress isolation tests/isolation "$specs"
+  run_pg_regress isolation tests/isolation "$specs" "idem_keys.direct_path = off"
 }
 
 # The suites that are one script against the installed release build (tests/<name>/run.sh):
@@ -76,14 +82,16 @@ stage_bench() {
   bash bench/run.sh --smoke
 }
 
-# $1 tool (regress|isolation), $2 suite directory, $3 test names; compares against $2/expected.
+# $1 tool (regress|isolation), $2 suite directory, $3 test names, $4 an optional extra server setting;
+# compares against $2/expected.
 run_pg_regress() {
-  local tool=$1 suite=$2 tests=$3 scratch status=0
+  local tool=$1 suite=$2 tests=$3 setting=${4:-} scratch status=0
+  [ -z "$setting" ] || echo "--- again with $setting"
   scratch=$(scratch_dir)
   cp -r "$suite"/. "$scratch"/
   mkdir -p "$scratch/expected"
   for t in $tests; do touch "$scratch/expected/$t.out"; done
-  printf "timezone = 'UTC'\n" > "$scratch/extra.conf"
+  printf "timezone = 'UTC'\n%s\n" "$setting" > "$scratch/extra.conf"
   chown -R postgres: "$scratch"
   local runner="$PGXS_TEST/regress/pg_regress"
   [ "$tool" = isolation ] && runner="$PGXS_TEST/isolation/pg_isolation_regress"

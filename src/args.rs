@@ -23,7 +23,11 @@ pub fn require<T>(value: Option<T>, function: &str, argument: &str) -> T {
 }
 
 /// Scope may be empty (one-tenant apps); key may not.
-pub fn scope_and_key<'a>(function: &str, scope: Option<&'a str>, key: Option<&'a str>) -> (&'a str, &'a str) {
+pub fn scope_and_key<'a>(
+    function: &str,
+    scope: Option<&'a str>,
+    key: Option<&'a str>,
+) -> (&'a str, &'a str) {
     let scope = require(scope, function, "scope");
     let key = require(key, function, "key");
     if let Some(chars) = chars_over_limit(scope) {
@@ -55,7 +59,10 @@ fn chars_over_limit(text: &str) -> Option<usize> {
 
 /// A recovery point's name: like a key, 1 to 255 characters.
 pub fn checkpoint_name(point: Option<&str>) -> &str {
-    nonempty_name(require(point, "idem_checkpoint", "point"), error::bad_checkpoint)
+    nonempty_name(
+        require(point, "idem_checkpoint", "point"),
+        error::bad_checkpoint,
+    )
 }
 
 pub fn status_code(function: &str, status_code: Option<i32>) -> i32 {
@@ -68,7 +75,11 @@ pub fn status_code(function: &str, status_code: Option<i32>) -> i32 {
 
 /// A positive duration in microseconds, or the setting's default when NULL. Months count as 30 days, as in
 /// `EXTRACT(epoch FROM interval)`.
-pub fn duration_micros(argument: &str, value: Option<Interval>, default_micros: impl FnOnce() -> i64) -> i64 {
+pub fn duration_micros(
+    argument: &str,
+    value: Option<Interval>,
+    default_micros: impl FnOnce() -> i64,
+) -> i64 {
     match value {
         None => default_micros(),
         Some(interval) => {
@@ -153,20 +164,29 @@ impl RawJsonb {
 }
 
 impl FromDatum for RawJsonb {
-    unsafe fn from_polymorphic_datum(datum: pg_sys::Datum, is_null: bool, _: pg_sys::Oid) -> Option<Self> {
+    unsafe fn from_polymorphic_datum(
+        datum: pg_sys::Datum,
+        is_null: bool,
+        _: pg_sys::Oid,
+    ) -> Option<Self> {
         if is_null {
             return None;
         }
         // SAFETY: a non-null jsonb argument. Not the `_packed` variant: JsonbToCString needs the 4-byte
         // header that `pg_detoast_datum` guarantees (it returns the value unchanged when it already has one).
         let detoasted = unsafe { pg_sys::pg_detoast_datum(datum.cast_mut_ptr()) };
-        Some(RawJsonb { detoasted: pg_sys::Datum::from(detoasted) })
+        Some(RawJsonb {
+            detoasted: pg_sys::Datum::from(detoasted),
+        })
     }
 }
 
 unsafe impl<'fcx> pgrx::callconv::ArgAbi<'fcx> for RawJsonb {
     unsafe fn unbox_arg_unchecked(arg: pgrx::callconv::Arg<'_, 'fcx>) -> Self {
-        unsafe { arg.unbox_arg_using_from_datum().expect("jsonb argument must not be null") }
+        unsafe {
+            arg.unbox_arg_using_from_datum()
+                .expect("jsonb argument must not be null")
+        }
     }
 }
 

@@ -40,7 +40,10 @@ fn bad_name(what: &str, chars: usize, hint: &str) -> ! {
         if chars == 0 {
             format!("{what} must not be empty")
         } else {
-            format!("{what} is {chars} characters long; the limit is {}", crate::args::MAX_NAME_CHARS)
+            format!(
+                "{what} is {chars} characters long; the limit is {}",
+                crate::args::MAX_NAME_CHARS
+            )
         },
         None,
         Some(hint),
@@ -49,14 +52,21 @@ fn bad_name(what: &str, chars: usize, hint: &str) -> ! {
 
 /// 22023: key empty or too long.
 pub fn bad_key(chars: usize) -> ! {
-    bad_name("idempotency key", chars, "Use a client-generated UUID or a similar random string of 1 to 255 characters.")
+    bad_name(
+        "idempotency key",
+        chars,
+        "Use a client-generated UUID or a similar random string of 1 to 255 characters.",
+    )
 }
 
 /// 22023: scope too long.
 pub fn bad_scope(chars: usize) -> ! {
     raise(
         PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
-        format!("scope is {chars} characters long; the limit is {}", crate::args::MAX_NAME_CHARS),
+        format!(
+            "scope is {chars} characters long; the limit is {}",
+            crate::args::MAX_NAME_CHARS
+        ),
         None,
         Some("A scope names a tenant or an endpoint, e.g. 'acct_42:POST /payments'."),
     )
@@ -104,7 +114,11 @@ pub fn negative(argument: &str) -> ! {
 
 /// 22023: checkpoint name empty or too long.
 pub fn bad_checkpoint(chars: usize) -> ! {
-    bad_name("checkpoint name", chars, "Name the step the request has reached, e.g. 'charged' or 'email_sent'.")
+    bad_name(
+        "checkpoint name",
+        chars,
+        "Name the step the request has reached, e.g. 'charged' or 'email_sent'.",
+    )
 }
 
 /// 22023: a count argument that is zero or negative.

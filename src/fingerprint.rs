@@ -110,7 +110,10 @@ mod tests {
             ("-1.10", "-1.1"),
             ("0.001", "0.001"),
             ("[1.0, 2.50, -3]", "[1, 2.5, -3]"),
-            (r#"{"a": 1.0, "b": [0.0, 10.10]}"#, r#"{"a": 1, "b": [0, 10.1]}"#),
+            (
+                r#"{"a": 1.0, "b": [0.0, 10.10]}"#,
+                r#"{"a": 1, "b": [0, 10.1]}"#,
+            ),
         ];
         for (input, expected) in cases {
             assert_eq!(canonical(input), expected, "input {input}");
@@ -133,12 +136,28 @@ mod tests {
     #[test]
     fn different_values_keep_different_fingerprints() {
         let distinct = [
-            "1", "1.5", "15", "-1", r#""1""#, "[1]", r#"{"a": 1}"#, r#"{"a": 2}"#, r#"{"b": 1}"#, "null",
-            "true", "false", "[1, 2]", "[2, 1]", r#""1.0""#,
+            "1",
+            "1.5",
+            "15",
+            "-1",
+            r#""1""#,
+            "[1]",
+            r#"{"a": 1}"#,
+            r#"{"a": 2}"#,
+            r#"{"b": 1}"#,
+            "null",
+            "true",
+            "false",
+            "[1, 2]",
+            "[2, 1]",
+            r#""1.0""#,
         ];
         let mut seen = std::collections::HashSet::new();
         for text in distinct {
-            assert!(seen.insert(of_jsonb_text(text.as_bytes())), "collision on {text}");
+            assert!(
+                seen.insert(of_jsonb_text(text.as_bytes())),
+                "collision on {text}"
+            );
         }
     }
 

@@ -35,7 +35,12 @@ static SWEEP_INTERVAL_SECONDS: GucSetting<i32> = GucSetting::<i32>::new(60);
 
 /// Comma-separated databases the worker sweeps. A background worker connects to one database for life, so
 /// the launcher runs one sweeper per name. `postgres` by default, like pg_cron's `cron.database_name`.
-static SWEEP_DATABASES: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(Some(c"postgres"));
+static SWEEP_DATABASES: GucSetting<Option<CString>> =
+    GucSetting::<Option<CString>>::new(Some(c"postgres"));
+
+/// Whether `idem_claim` and `idem_finish` may skip SPI under READ COMMITTED (src/direct.rs). On by default;
+/// off exists so the benchmark can measure what it buys in the same run, and as an escape hatch.
+static DIRECT_PATH: GucSetting<bool> = GucSetting::<bool>::new(true);
 
 /// Whether the background worker sweeps at all (pg_cron users may prefer to turn it off).
 static SWEEP_ENABLED: GucSetting<bool> = GucSetting::<bool>::new(true);
@@ -117,6 +122,14 @@ pub fn init() {
         GucContext::Sighup,
         GucFlags::default(),
     );
+    GucRegistry::define_bool_guc(
+        c"idem_keys.direct_path",
+        c"Whether idem_claim and idem_finish bypass SPI under READ COMMITTED.",
+        c"Same results either way; off runs every statement through SPI (for comparison and as an escape hatch).",
+        &DIRECT_PATH,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
     // After every define_*: unknown idem_keys.* names (typos) are then rejected instead of silently kept.
     unsafe { pg_sys::MarkGUCPrefixReserved(c"idem_keys".as_ptr()) };
 }
@@ -149,7 +162,10 @@ pub fn sweep_interval_millis() -> u64 {
 
 /// The configured database names, trimmed, without empties or duplicates, in their given order.
 pub fn sweep_databases() -> Vec<String> {
-    let raw = SWEEP_DATABASES.get().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    let raw = SWEEP_DATABASES
+        .get()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let mut names: Vec<String> = Vec::new();
     for name in raw.split(',').map(str::trim).filter(|n| !n.is_empty()) {
         if !names.iter().any(|n| n == name) {
@@ -161,4 +177,8 @@ pub fn sweep_databases() -> Vec<String> {
 
 pub fn sweep_enabled() -> bool {
     SWEEP_ENABLED.get()
+}
+
+pub fn direct_path() -> bool {
+    DIRECT_PATH.get()
 }

@@ -1,13 +1,15 @@
 //! idem_keys: Stripe-grade idempotency keys for PostgreSQL, from plain SQL.
 //!
 //! The DDL lives in `sql/`; each concern has its module: `api` (the SQL verbs), `store` (their statements),
-//! `fingerprint`, `args` (input checks), `result` (the idem_result row), `guc`, `error`, and the optional
-//! sweeper: `worker` and `sweep_stats`.
+//! `direct` (the READ COMMITTED hot path of claim and finish, without SPI), `fingerprint`, `args` (input
+//! checks), `result` (the idem_result row), `guc`, `error`, and the optional sweeper: `worker` and
+//! `sweep_stats`.
 
 use pgrx::prelude::*;
 
 mod api;
 mod args;
+mod direct;
 mod error;
 mod fingerprint;
 mod guc;

@@ -151,7 +151,9 @@ impl Stmt {
         match self {
             // Reread shares Claim's parameter list (it ignores the last two) so a claim binds them once.
             Stmt::Claim | Stmt::Reread | Stmt::Takeover => &[TEXT, TEXT, BYTEA, TSTZ, TSTZ],
-            Stmt::Finish | Stmt::FinishCheck => &[TEXT, TEXT, INT8, TSTZ, TSTZ, INT4, JSONB, BYTEA, JSONB],
+            Stmt::Finish | Stmt::FinishCheck => {
+                &[TEXT, TEXT, INT8, TSTZ, TSTZ, INT4, JSONB, BYTEA, JSONB]
+            }
             Stmt::Release => &[TEXT, TEXT, INT8],
             Stmt::Lookup | Stmt::Owner => &[TEXT, TEXT, TSTZ],
             Stmt::Checkpoint => &[TEXT, TEXT, INT8, TEXT, JSONB],
@@ -186,7 +188,10 @@ pub fn run<'conn>(
             };
             *slot = Some(prepared.unwrap_or_else(|e| spi_failed(e)).keep());
         }
-        client.select(slot.as_ref().unwrap(), None, args).unwrap_or_else(|e| spi_failed(e)).first()
+        client
+            .select(slot.as_ref().unwrap(), None, args)
+            .unwrap_or_else(|e| spi_failed(e))
+            .first()
     })
 }
 
@@ -245,7 +250,10 @@ pub fn first_key_row(table: &SpiTupleTable<'_>) -> Option<KeyRow> {
             headers: varlena(table, 11),
         },
         created_at: timestamp(table, 12).unwrap_or_default(),
-        checkpoint: Checkpoint { point: varlena(table, 13), state: varlena(table, 14) },
+        checkpoint: Checkpoint {
+            point: varlena(table, 13),
+            state: varlena(table, 14),
+        },
     })
 }
 
@@ -257,7 +265,10 @@ pub fn live_owner(client: &SpiClient<'_>, scope: &str, key: &str) -> Option<(i64
     if owner.is_empty() || value::<bool>(&owner, 3).unwrap_or(false) {
         return None;
     }
-    Some((value(&owner, 1).unwrap_or_default(), value(&owner, 2).unwrap_or(false)))
+    Some((
+        value(&owner, 1).unwrap_or_default(),
+        value(&owner, 2).unwrap_or(false),
+    ))
 }
 
 /// A by-value column of the first row.
@@ -267,17 +278,26 @@ pub fn value<T: IntoDatum + FromDatum>(table: &SpiTupleTable<'_>, ordinal: usize
 
 /// A timestamptz column of the first row, as PostgreSQL's microseconds since 2000-01-01.
 pub fn timestamp(table: &SpiTupleTable<'_>, ordinal: usize) -> Option<i64> {
-    table.get_datum_by_ordinal(ordinal).unwrap_or_else(|e| spi_failed(e)).map(|d| d.value() as i64)
+    table
+        .get_datum_by_ordinal(ordinal)
+        .unwrap_or_else(|e| spi_failed(e))
+        .map(|d| d.value() as i64)
 }
 
 /// A varlena column of the first row, copied into the memory context that called SPI.
 pub fn varlena(table: &SpiTupleTable<'_>, ordinal: usize) -> Option<pg_sys::Datum> {
-    let datum = table.get_datum_by_ordinal(ordinal).unwrap_or_else(|e| spi_failed(e))?;
+    let datum = table
+        .get_datum_by_ordinal(ordinal)
+        .unwrap_or_else(|e| spi_failed(e))?;
     // SAFETY: inside Spi::connect the current context is SPI's, whose parent is the caller's; the datum is a
     // non-null varlena from the current SPI tuple, and its detoasted copy outlives SPI_finish.
     unsafe {
-        let mut outer = PgMemoryContexts::CurrentMemoryContext.parent().expect("SPI runs inside a caller context");
-        Some(outer.switch_to(|_| pg_sys::Datum::from(pg_sys::pg_detoast_datum_copy(datum.cast_mut_ptr()))))
+        let mut outer = PgMemoryContexts::CurrentMemoryContext
+            .parent()
+            .expect("SPI runs inside a caller context");
+        Some(outer.switch_to(|_| {
+            pg_sys::Datum::from(pg_sys::pg_detoast_datum_copy(datum.cast_mut_ptr()))
+        }))
     }
 }
 

@@ -30,7 +30,9 @@ pub struct Table {
 
 impl Default for Table {
     fn default() -> Self {
-        Table { slots: [Slot::default(); SLOTS] }
+        Table {
+            slots: [Slot::default(); SLOTS],
+        }
     }
 }
 
@@ -60,11 +62,15 @@ fn update(f: impl FnOnce(&mut Slot)) {
     }
     let database = current_database();
     let mut table = TABLE.exclusive();
-    let index = table.slots.iter().position(|s| s.database == database).or_else(|| {
-        let free = table.slots.iter().position(|s| s.database == 0)?;
-        table.slots[free].database = database;
-        Some(free)
-    });
+    let index = table
+        .slots
+        .iter()
+        .position(|s| s.database == database)
+        .or_else(|| {
+            let free = table.slots.iter().position(|s| s.database == 0)?;
+            table.slots[free].database = database;
+            Some(free)
+        });
     if let Some(index) = index {
         f(&mut table.slots[index]);
     }
@@ -93,7 +99,9 @@ pub fn record_error() {
 
 fn timestamp(micros: i64) -> Option<TimestampWithTimeZone> {
     // SAFETY: microseconds since 2000-01-01, which is what a timestamptz datum is.
-    (micros != 0).then(|| unsafe { TimestampWithTimeZone::from_datum(pg_sys::Datum::from(micros), false) }).flatten()
+    (micros != 0)
+        .then(|| unsafe { TimestampWithTimeZone::from_datum(pg_sys::Datum::from(micros), false) })
+        .flatten()
 }
 
 /// This database's sweep record since the server started; one row of NULLs without preload or before the
@@ -115,7 +123,14 @@ fn idem_sweep_status() -> TableIterator<
 > {
     let slot = ATTACHED
         .load(Ordering::Relaxed)
-        .then(|| TABLE.share().slots.iter().find(|s| s.database == current_database()).copied())
+        .then(|| {
+            TABLE
+                .share()
+                .slots
+                .iter()
+                .find(|s| s.database == current_database())
+                .copied()
+        })
         .flatten();
     let row = match slot {
         None => (None, None, None, None, None, None, None),

@@ -11,8 +11,8 @@
 
 use crate::{guc, store, sweep_stats};
 use pgrx::bgworkers::{
-    BackgroundWorker, BackgroundWorkerBuilder, BackgroundWorkerStatus, BgWorkerStartTime, DynamicBackgroundWorker,
-    SignalWakeFlags,
+    BackgroundWorker, BackgroundWorkerBuilder, BackgroundWorkerStatus, BgWorkerStartTime,
+    DynamicBackgroundWorker, SignalWakeFlags,
 };
 use pgrx::pg_sys::panic::CaughtError;
 use pgrx::prelude::*;
@@ -46,7 +46,10 @@ struct Sweeper {
 impl Sweeper {
     fn running(&self) -> bool {
         match &self.handle {
-            Some(handle) => matches!(handle.pid(), Ok(_) | Err(BackgroundWorkerStatus::NotYetStarted)),
+            Some(handle) => matches!(
+                handle.pid(),
+                Ok(_) | Err(BackgroundWorkerStatus::NotYetStarted)
+            ),
             None => false,
         }
     }
@@ -66,9 +69,14 @@ pub extern "C-unwind" fn idem_keys_launcher_main(_arg: pg_sys::Datum) {
     BackgroundWorker::connect_worker_to_spi(None, None);
     let mut sweepers: Vec<Sweeper> = Vec::new();
     loop {
-        let wanted = if guc::sweep_enabled() { guc::sweep_databases() } else { Vec::new() };
-        let (keep, unwanted): (Vec<Sweeper>, Vec<Sweeper>) =
-            sweepers.into_iter().partition(|s| wanted.contains(&s.database));
+        let wanted = if guc::sweep_enabled() {
+            guc::sweep_databases()
+        } else {
+            Vec::new()
+        };
+        let (keep, unwanted): (Vec<Sweeper>, Vec<Sweeper>) = sweepers
+            .into_iter()
+            .partition(|s| wanted.contains(&s.database));
         unwanted.into_iter().for_each(Sweeper::stop);
         sweepers = keep;
         let retry_after = Duration::from_millis(guc::sweep_interval_millis());
@@ -96,7 +104,11 @@ fn start_sweeper(database: String) -> Sweeper {
     let started = Instant::now();
     if database.len() > MAX_DATABASE_NAME {
         log!("idem_keys launcher: ignoring database name longer than {MAX_DATABASE_NAME} bytes in idem_keys.sweep_databases");
-        return Sweeper { database, handle: None, started };
+        return Sweeper {
+            database,
+            handle: None,
+            started,
+        };
     }
     let handle = BackgroundWorkerBuilder::new(&format!("idem_keys sweeper {database}"))
         .set_type("idem_keys sweeper")
@@ -110,7 +122,11 @@ fn start_sweeper(database: String) -> Sweeper {
     if handle.is_err() {
         log!("idem_keys launcher: could not start the sweeper for database \"{database}\" (max_worker_processes reached?)");
     }
-    Sweeper { database, handle: handle.ok(), started }
+    Sweeper {
+        database,
+        handle: handle.ok(),
+        started,
+    }
 }
 
 #[pg_guard]
@@ -126,7 +142,9 @@ pub extern "C-unwind" fn idem_keys_sweeper_main(_arg: pg_sys::Datum) {
         if now_installed != installed {
             // One line per change, at DEBUG1: a database without the extension is a normal, quiet case.
             if now_installed == Some(false) {
-                debug1!("idem_keys sweeper: extension not installed in database \"{database}\"; idle");
+                debug1!(
+                    "idem_keys sweeper: extension not installed in database \"{database}\"; idle"
+                );
             }
             installed = now_installed;
         }

@@ -2,6 +2,7 @@
 //! the optional server-side wait for an owner that is still working.
 
 use crate::args::{self, RawJsonb};
+use crate::direct;
 use crate::fingerprint::{self, Fingerprint};
 use crate::result::{Fields, Outcome};
 use crate::store::{self, KeyRow, Stmt};
@@ -61,7 +62,13 @@ fn idem_claim_bytea() {
 const POLL_FIRST_MICROS: i64 = 10_000;
 const POLL_MAX_MICROS: i64 = 100_000;
 
-fn claim(scope: &str, key: &str, fingerprint: &Fingerprint, lease: Option<Interval>, wait: Option<Interval>) -> Fields {
+fn claim(
+    scope: &str,
+    key: &str,
+    fingerprint: &Fingerprint,
+    lease: Option<Interval>,
+    wait: Option<Interval>,
+) -> Fields {
     let lease_micros = args::duration_micros("lease", lease, crate::guc::lease_micros);
     let mut now = store::clock_now();
     let deadline = now.saturating_add(args::wait_micros(wait));
@@ -92,13 +99,35 @@ enum Attempt {
 }
 
 /// One pass of the claim state machine, in one SPI connection, with no lock or snapshot kept afterwards.
-fn attempt(scope: &str, key: &str, fingerprint: &Fingerprint, now: i64, lease_micros: i64, first: Stmt) -> Attempt {
+fn attempt(
+    scope: &str,
+    key: &str,
+    fingerprint: &Fingerprint,
+    now: i64,
+    lease_micros: i64,
+    first: Stmt,
+) -> Attempt {
+    let lease_ends_at = now.saturating_add(lease_micros);
+    let mut first = first;
+    if direct::applies() {
+        // The common outcomes (claimed, replay, in_progress, mismatch) without SPI; a takeover stays on it.
+        match direct::claim(scope, key, fingerprint, now, lease_ends_at).map(|row| decide(row, now))
+        {
+            Some(Decision::Answer(fields)) => return Attempt::Done(fields),
+            // Read with a fresh snapshot, so final (the SPI path's `Reread`).
+            Some(Decision::Busy(fields, lease_ends_at)) => {
+                return Attempt::Busy(fields, lease_ends_at)
+            }
+            Some(Decision::TakeOver) => first = Stmt::Takeover,
+            None => {}
+        }
+    }
     let params = [
         store::text(scope),
         store::text(key),
         store::bytes(fingerprint),
         store::timestamptz(now),
-        store::timestamptz(now.saturating_add(lease_micros)),
+        store::timestamptz(lease_ends_at),
     ];
     store::with_spi(|client| {
         let mut stmt = first;
@@ -109,7 +138,9 @@ fn attempt(scope: &str, key: &str, fingerprint: &Fingerprint, now: i64, lease_mi
                 // `Claim` read the row with the snapshot it started with; if the owner finished (or released)
                 // while the insert waited on the row, only a fresh read sees it. Confirm before answering 409.
                 Some(Decision::Busy(_, _)) if matches!(stmt, Stmt::Claim) => stmt = Stmt::Reread,
-                Some(Decision::Busy(fields, lease_ends_at)) => return Attempt::Busy(fields, lease_ends_at),
+                Some(Decision::Busy(fields, lease_ends_at)) => {
+                    return Attempt::Busy(fields, lease_ends_at)
+                }
                 // Expired answer or dead owner: try to take the key over; a racing claimer may win instead.
                 Some(Decision::TakeOver) => stmt = Stmt::Takeover,
                 // The row we conflicted with was committed after our snapshot, or deleted (release, sweep)
@@ -131,7 +162,11 @@ enum Decision {
 fn decide(row: KeyRow, now: i64) -> Decision {
     if row.inserted {
         // Fresh insert, or a takeover (whose RETURNING also reports inserted = true).
-        let outcome = if row.attempt > 1 { Outcome::Recovered } else { Outcome::Claimed };
+        let outcome = if row.attempt > 1 {
+            Outcome::Recovered
+        } else {
+            Outcome::Claimed
+        };
         let mut fields = Fields::new(outcome, row.attempt, row.created_at);
         fields.token = Some(row.token);
         // NULL for a fresh claim and for an expired answer taken over; the dead owner's for a recovery.

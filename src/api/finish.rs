@@ -2,6 +2,7 @@
 //! the token the key was last claimed (or recovered) with may end it.
 
 use crate::args::{self, RawJsonb};
+use crate::direct;
 use crate::error;
 use crate::store::{self, Stmt};
 use pgrx::datum::Interval;
@@ -94,8 +95,16 @@ impl<'a> FinishCall<'a> {
                 error::headers_not_object(kind)
             }
         }
-        let retention_micros = args::duration_micros("retention", retention, crate::guc::retention_micros);
-        FinishCall { scope, key, token, status_code, headers, retention_micros }
+        let retention_micros =
+            args::duration_micros("retention", retention, crate::guc::retention_micros);
+        FinishCall {
+            scope,
+            key,
+            token,
+            status_code,
+            headers,
+            retention_micros,
+        }
     }
 
     fn finish(self, response: Option<pg_sys::Datum>, response_bytes: Option<pg_sys::Datum>) {
@@ -111,6 +120,20 @@ impl<'a> FinishCall<'a> {
             store::raw(response_bytes, pg_sys::BYTEAOID),
             store::raw(self.headers.map(RawJsonb::datum), pg_sys::JSONBOID),
         ];
+        if direct::applies() {
+            let answer = direct::Finish {
+                token: self.token,
+                finished_at: now,
+                expires_at: now.saturating_add(self.retention_micros),
+                status_code: self.status_code,
+                response,
+                response_bytes,
+                headers: self.headers.map(RawJsonb::datum),
+            };
+            if direct::finish(self.scope, self.key, &answer) == Some(true) {
+                return;
+            }
+        }
         store::with_spi(|client| {
             if store::run(client, Stmt::Finish, &params).len() == 1 {
                 return;

@@ -10,10 +10,18 @@ use pgrx::prelude::*;
 /// key is unknown or expired. Never returns the token.
 #[pg_extern(stable, parallel_safe, security_definer, requires = ["bootstrap"])]
 #[search_path(pg_catalog, @extschema@, pg_temp)]
-fn idem_lookup(scope: Option<&str>, key: Option<&str>, fcinfo: pg_sys::FunctionCallInfo) -> Option<pgrx::composite_type!('static, "idem_result")> {
+fn idem_lookup(
+    scope: Option<&str>,
+    key: Option<&str>,
+    fcinfo: pg_sys::FunctionCallInfo,
+) -> Option<pgrx::composite_type!('static, "idem_result")> {
     let (scope, key) = args::scope_and_key("idem_lookup", scope, key);
     let now = store::clock_now();
-    let params = [store::text(scope), store::text(key), store::timestamptz(now)];
+    let params = [
+        store::text(scope),
+        store::text(key),
+        store::timestamptz(now),
+    ];
     let fields = store::with_spi(|client| {
         let table = store::run(client, Stmt::Lookup, &params);
         if table.is_empty() {
@@ -35,7 +43,10 @@ fn idem_lookup(scope: Option<&str>, key: Option<&str>, fcinfo: pg_sys::FunctionC
             let mut fields = Fields::new(Outcome::InProgress, attempt, created_at);
             let lease_ends_at = store::timestamp(&table, 3).unwrap_or(now);
             fields.retry_after = Some(seconds_until(lease_ends_at, now));
-            fields.checkpoint = Checkpoint { point: store::varlena(&table, 9), state: store::varlena(&table, 10) };
+            fields.checkpoint = Checkpoint {
+                point: store::varlena(&table, 9),
+                state: store::varlena(&table, 10),
+            };
             Some(fields)
         }
     })?;

@@ -2,8 +2,8 @@
 
 mod checkpoint;
 mod claim;
-mod finish;
 mod fingerprint;
+mod finish;
 mod lookup;
 mod sweep;
 

@@ -49,11 +49,18 @@ pub fn sweep_batch(batch_size: i32) -> Batch {
     let now = store::clock_now();
     let abandoned_before = now.saturating_sub(crate::guc::abandon_after_micros());
     store::with_spi(|client| {
-        let finished = store::run(client, Stmt::SweepFinished, &[store::timestamptz(now), store::int4(batch_size)]);
+        let finished = store::run(
+            client,
+            Stmt::SweepFinished,
+            &[store::timestamptz(now), store::int4(batch_size)],
+        );
         let abandoned = store::run(
             client,
             Stmt::SweepAbandoned,
-            &[store::timestamptz(abandoned_before), store::int4(batch_size)],
+            &[
+                store::timestamptz(abandoned_before),
+                store::int4(batch_size),
+            ],
         );
         let limit = batch_size as usize;
         Batch {

@@ -20,7 +20,8 @@ pub struct Claim {
     pub retry_after: Option<i32>,
 }
 
-const RESULT_COLUMNS: &str = "(r).outcome, (r).token, (r).attempt, (r).status_code, (r).response::text, \
+const RESULT_COLUMNS: &str =
+    "(r).outcome, (r).token, (r).attempt, (r).status_code, (r).response::text, \
                               (r).response_bytes, (r).headers::text, (r).retry_after";
 
 fn row_to_claim(row: &postgres::Row) -> Claim {
@@ -41,27 +42,51 @@ pub fn claim(c: &mut Client, scope: &str, key: &str, request: &str) -> Claim {
     try_claim(c, scope, key, request, None).unwrap()
 }
 
-pub fn try_claim(c: &mut Client, scope: &str, key: &str, request: &str, lease: Option<&str>) -> Result<Claim, Error> {
+pub fn try_claim(
+    c: &mut Client,
+    scope: &str,
+    key: &str,
+    request: &str,
+    lease: Option<&str>,
+) -> Result<Claim, Error> {
     let sql = format!(
         "SELECT {RESULT_COLUMNS} FROM (SELECT idem_claim($1, $2, $3::text::jsonb, lease => $4::text::interval) AS r) s"
     );
-    c.query_one(&sql, &[&scope, &key, &request, &lease]).map(|row| row_to_claim(&row))
+    c.query_one(&sql, &[&scope, &key, &request, &lease])
+        .map(|row| row_to_claim(&row))
 }
 
 pub fn lookup(c: &mut Client, scope: &str, key: &str) -> Option<Claim> {
     let sql = format!("SELECT {RESULT_COLUMNS} FROM (SELECT idem_lookup($1, $2) AS r) s WHERE (r).outcome IS NOT NULL");
-    c.query_opt(&sql, &[&scope, &key]).unwrap().map(|row| row_to_claim(&row))
+    c.query_opt(&sql, &[&scope, &key])
+        .unwrap()
+        .map(|row| row_to_claim(&row))
 }
 
-pub fn finish(c: &mut Client, scope: &str, key: &str, token: i64, status: i32, response: &str) -> Result<(), Error> {
-    c.execute("SELECT idem_finish($1, $2, $3, $4, $5::text::jsonb)", &[&scope, &key, &token, &status, &response])
-        .map(|_| ())
+pub fn finish(
+    c: &mut Client,
+    scope: &str,
+    key: &str,
+    token: i64,
+    status: i32,
+    response: &str,
+) -> Result<(), Error> {
+    c.execute(
+        "SELECT idem_finish($1, $2, $3, $4, $5::text::jsonb)",
+        &[&scope, &key, &token, &status, &response],
+    )
+    .map(|_| ())
 }
 
 /// The SQLSTATE of a failed statement.
 pub fn sqlstate(result: Result<impl std::fmt::Debug, Error>) -> String {
     let error = result.expect_err("the statement should have failed");
-    error.as_db_error().unwrap_or_else(|| panic!("not a server error: {error}")).code().code().to_string()
+    error
+        .as_db_error()
+        .unwrap_or_else(|| panic!("not a server error: {error}"))
+        .code()
+        .code()
+        .to_string()
 }
 
 /// A digest of every row of a scope, to prove a failed call changed nothing.

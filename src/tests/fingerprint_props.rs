@@ -12,7 +12,8 @@ fn json_value() -> impl Strategy<Value = Value> {
         Just(Value::Null),
         any::<bool>().prop_map(Value::Bool),
         (-1_000_000i64..1_000_000).prop_map(|n| Value::Number(n.into())),
-        (-1.0e6f64..1.0e6).prop_map(|f| Value::Number(Number::from_f64((f * 1000.0).round() / 1000.0).unwrap())),
+        (-1.0e6f64..1.0e6)
+            .prop_map(|f| Value::Number(Number::from_f64((f * 1000.0).round() / 1000.0).unwrap())),
         "[a-z0-9 \"\\\\é\u{1F600}.]{0,8}".prop_map(Value::String),
     ];
     leaf.prop_recursive(4, 40, 6, |inner| {
@@ -32,45 +33,76 @@ fn respell(value: &Value, depth: usize) -> String {
             let mut parts: Vec<String> = map
                 .iter()
                 .rev()
-                .map(|(k, v)| format!("\n {} :\t{}", Value::String(k.clone()), respell(v, depth + 1)))
+                .map(|(k, v)| {
+                    format!(
+                        "\n {} :\t{}",
+                        Value::String(k.clone()),
+                        respell(v, depth + 1)
+                    )
+                })
                 .collect();
             if let Some((k, _)) = map.iter().next() {
-                parts.insert(0, format!("{}: \"discarded duplicate\"", Value::String(k.clone())));
+                parts.insert(
+                    0,
+                    format!("{}: \"discarded duplicate\"", Value::String(k.clone())),
+                );
             }
             format!("{{ {} }}", parts.join(" ,"))
         }
         Value::Array(items) => {
-            format!("[ {} ]", items.iter().map(|v| respell(v, depth + 1)).collect::<Vec<_>>().join(" , "))
+            format!(
+                "[ {} ]",
+                items
+                    .iter()
+                    .map(|v| respell(v, depth + 1))
+                    .collect::<Vec<_>>()
+                    .join(" , ")
+            )
         }
         Value::Number(n) => {
             let text = n.to_string();
             let zeros = "0".repeat(depth % 3 + 1);
-            if text.contains('.') || text.contains('e') { format!("{text}{zeros}") } else { format!("{text}.{zeros}") }
+            if text.contains('.') || text.contains('e') {
+                format!("{text}{zeros}")
+            } else {
+                format!("{text}.{zeros}")
+            }
         }
         other => other.to_string(),
     }
 }
 
 fn fingerprints_equal(c: &mut postgres::Client, a: &str, b: &str) -> bool {
-    c.query_one("SELECT idem_fingerprint($1::text::jsonb) = idem_fingerprint($2::text::jsonb)", &[&a, &b])
-        .unwrap()
-        .get(0)
+    c.query_one(
+        "SELECT idem_fingerprint($1::text::jsonb) = idem_fingerprint($2::text::jsonb)",
+        &[&a, &b],
+    )
+    .unwrap()
+    .get(0)
 }
 
 fn jsonb_equal(c: &mut postgres::Client, a: &str, b: &str) -> bool {
-    c.query_one("SELECT $1::text::jsonb = $2::text::jsonb", &[&a, &b]).unwrap().get(0)
+    c.query_one("SELECT $1::text::jsonb = $2::text::jsonb", &[&a, &b])
+        .unwrap()
+        .get(0)
 }
 
 #[test]
 fn equal_jsonb_values_have_equal_fingerprints() {
     let c = RefCell::new(connect());
-    let mut runner = TestRunner::new(Config { cases: 200, ..Config::default() });
+    let mut runner = TestRunner::new(Config {
+        cases: 200,
+        ..Config::default()
+    });
     runner
         .run(&json_value(), |value| {
             let plain = value.to_string();
             let other = respell(&value, 0);
             let c = &mut *c.borrow_mut();
-            prop_assert!(jsonb_equal(c, &plain, &other), "respell changed the value: {plain} vs {other}");
+            prop_assert!(
+                jsonb_equal(c, &plain, &other),
+                "respell changed the value: {plain} vs {other}"
+            );
             prop_assert!(fingerprints_equal(c, &plain, &other), "{plain} vs {other}");
             Ok(())
         })
@@ -80,12 +112,21 @@ fn equal_jsonb_values_have_equal_fingerprints() {
 #[test]
 fn fingerprints_differ_exactly_when_jsonb_values_differ() {
     let c = RefCell::new(connect());
-    let mut runner = TestRunner::new(Config { cases: 300, ..Config::default() });
+    let mut runner = TestRunner::new(Config {
+        cases: 300,
+        ..Config::default()
+    });
     runner
         .run(&(json_value(), json_value()), |(a, b)| {
             let (a, b) = (a.to_string(), b.to_string());
             let c = &mut *c.borrow_mut();
-            prop_assert_eq!(jsonb_equal(c, &a, &b), fingerprints_equal(c, &a, &b), "{} vs {}", a, b);
+            prop_assert_eq!(
+                jsonb_equal(c, &a, &b),
+                fingerprints_equal(c, &a, &b),
+                "{} vs {}",
+                a,
+                b
+            );
             Ok(())
         })
         .unwrap();

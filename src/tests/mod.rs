@@ -16,7 +16,9 @@ mod tests {
 
     #[pg_test]
     fn claim_finish_replay_in_one_transaction() {
-        let outcome = Spi::get_one::<String>("SELECT (idem_claim('in_server', 'k', '{\"a\": 1}'::jsonb)).outcome");
+        let outcome = Spi::get_one::<String>(
+            "SELECT (idem_claim('in_server', 'k', '{\"a\": 1}'::jsonb)).outcome",
+        );
         assert_eq!(outcome, Ok(Some("claimed".into())));
         Spi::run(
             "SELECT idem_finish('in_server', 'k', (SELECT token FROM idem_keys WHERE scope = 'in_server'), 200, '[1]'::jsonb)",
@@ -30,6 +32,29 @@ mod tests {
         assert_eq!(replay.1.unwrap().0, serde_json::json!([1]));
     }
 
+    /// Under READ COMMITTED claims run without SPI (src/direct.rs), which draws a fencing token only when it
+    /// inserts; the SPI statement's INSERT … ON CONFLICT draws one for every claim. So a replay shows which
+    /// path ran, and that `idem_keys.direct_path = off` really switches to SPI.
+    #[pg_test]
+    fn only_the_spi_path_draws_a_token_for_a_replay() {
+        Spi::run("SELECT idem_claim('direct', 'k', '{}'::jsonb)").unwrap();
+        Spi::run("SELECT idem_finish('direct', 'k', (SELECT token FROM idem_keys WHERE scope = 'direct'), 200, '[]'::jsonb)")
+            .unwrap();
+        let tokens_drawn_by_a_replay = || {
+            let last = || {
+                Spi::get_one::<i64>("SELECT pg_sequence_last_value('idem_keys_token_seq')").unwrap()
+            };
+            let before = last();
+            let outcome =
+                Spi::get_one::<String>("SELECT (idem_claim('direct', 'k', '{}'::jsonb)).outcome");
+            assert_eq!(outcome, Ok(Some("replay".into())));
+            last().unwrap() - before.unwrap()
+        };
+        assert_eq!(tokens_drawn_by_a_replay(), 0, "direct path");
+        Spi::run("SET LOCAL idem_keys.direct_path = off").unwrap();
+        assert_eq!(tokens_drawn_by_a_replay(), 1, "SPI path");
+    }
+
     #[pg_test]
     fn settings_have_their_documented_defaults() {
         for (name, value) in [
@@ -38,17 +63,24 @@ mod tests {
             ("idem_keys.abandon_after", "7d"),
             ("idem_keys.max_response_bytes", "1MB"),
             ("idem_keys.sweep_batch_size", "1000"),
+            ("idem_keys.direct_path", "on"),
         ] {
-            let shown = Spi::get_one_with_args::<String>("SELECT current_setting($1)", &[name.into()]).unwrap();
+            let shown =
+                Spi::get_one_with_args::<String>("SELECT current_setting($1)", &[name.into()])
+                    .unwrap();
             assert_eq!(shown.as_deref(), Some(value), "{name}");
         }
     }
 
     #[pg_test]
     fn lease_and_retention_settings_apply_when_arguments_are_null() {
-        Spi::run("SET LOCAL idem_keys.lease = '10s'; SET LOCAL idem_keys.retention = '2h'").unwrap();
+        Spi::run("SET LOCAL idem_keys.lease = '10s'; SET LOCAL idem_keys.retention = '2h'")
+            .unwrap();
         Spi::run("SELECT idem_claim('guc', 'k', '{}'::jsonb)").unwrap();
-        let retry_after = Spi::get_one::<i32>("SELECT (idem_claim('guc', 'k', '{}'::jsonb)).retry_after").unwrap().unwrap();
+        let retry_after =
+            Spi::get_one::<i32>("SELECT (idem_claim('guc', 'k', '{}'::jsonb)).retry_after")
+                .unwrap()
+                .unwrap();
         assert!((1..=10).contains(&retry_after), "{retry_after}");
         Spi::run("SELECT idem_finish('guc', 'k', (SELECT token FROM idem_keys WHERE scope = 'guc'), 200, NULL::jsonb)").unwrap();
         let retention = Spi::get_one::<bool>(
@@ -56,16 +88,25 @@ mod tests {
         );
         assert_eq!(retention, Ok(Some(true)));
         Spi::run("SET LOCAL idem_keys.max_response_bytes = 20").unwrap();
-        let token = Spi::get_one::<i64>("SELECT (idem_claim('guc', 'big', '{}'::jsonb)).token").unwrap().unwrap();
+        let token = Spi::get_one::<i64>("SELECT (idem_claim('guc', 'big', '{}'::jsonb)).token")
+            .unwrap()
+            .unwrap();
         // A 20-byte limit takes a 15-byte jsonb string (a too-large one is in errors.rs: 54000).
-        Spi::run_with_args("SELECT idem_finish('guc', 'big', $1, 200, '\"0123456\"'::jsonb)", &[token.into()]).unwrap();
-        let stored = Spi::get_one::<String>("SELECT response::text FROM idem_keys WHERE key = 'big'");
+        Spi::run_with_args(
+            "SELECT idem_finish('guc', 'big', $1, 200, '\"0123456\"'::jsonb)",
+            &[token.into()],
+        )
+        .unwrap();
+        let stored =
+            Spi::get_one::<String>("SELECT response::text FROM idem_keys WHERE key = 'big'");
         assert_eq!(stored, Ok(Some("\"0123456\"".into())));
     }
 
     #[pg_test]
     fn bytea_fingerprint_is_sha256() {
-        let same = Spi::get_one::<bool>("SELECT idem_fingerprint('\\xdeadbeef'::bytea) = sha256('\\xdeadbeef'::bytea)");
+        let same = Spi::get_one::<bool>(
+            "SELECT idem_fingerprint('\\xdeadbeef'::bytea) = sha256('\\xdeadbeef'::bytea)",
+        );
         assert_eq!(same, Ok(Some(true)));
     }
 }

@@ -23,7 +23,12 @@ fn simultaneous_claims_make_exactly_one_owner() {
     outcomes.sort();
     let claimed = outcomes.iter().filter(|o| *o == "claimed").count();
     assert_eq!(claimed, 1, "{outcomes:?}");
-    assert!(outcomes.iter().all(|o| o == "claimed" || o == "in_progress"), "{outcomes:?}");
+    assert!(
+        outcomes
+            .iter()
+            .all(|o| o == "claimed" || o == "in_progress"),
+        "{outcomes:?}"
+    );
 }
 
 #[test]
@@ -38,8 +43,19 @@ fn second_claim_waits_for_an_open_transaction_then_sees_its_answer() {
         (outcome, started.elapsed())
     });
     thread::sleep(std::time::Duration::from_millis(300));
-    assert!(!waiter.is_finished(), "the second claim must wait on the uncommitted first");
-    finish(&mut a, "race2", "k", token, 201, r#"{"same": "transaction"}"#).unwrap();
+    assert!(
+        !waiter.is_finished(),
+        "the second claim must wait on the uncommitted first"
+    );
+    finish(
+        &mut a,
+        "race2",
+        "k",
+        token,
+        201,
+        r#"{"same": "transaction"}"#,
+    )
+    .unwrap();
     a.batch_execute("COMMIT").unwrap();
     let (outcome, waited) = waiter.join().unwrap();
     assert_eq!(outcome.outcome, "replay");
@@ -59,7 +75,10 @@ fn second_claim_owns_the_key_when_the_first_rolls_back() {
     thread::sleep(std::time::Duration::from_millis(300));
     a.batch_execute("ROLLBACK").unwrap();
     let outcome = waiter.join().unwrap();
-    assert_eq!((outcome.outcome.as_str(), outcome.attempt), ("claimed", Some(1)));
+    assert_eq!(
+        (outcome.outcome.as_str(), outcome.attempt),
+        ("claimed", Some(1))
+    );
 }
 
 #[test]
@@ -87,11 +106,15 @@ fn two_recoverers_one_winner() {
 fn repeatable_read_duplicate_gets_a_serialization_failure() {
     let mut a = connect();
     let mut b = connect();
-    b.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT 1").unwrap();
+    b.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT 1")
+        .unwrap();
     let token = claim(&mut a, "race5", "k", "{}").token.unwrap();
     finish(&mut a, "race5", "k", token, 200, "{}").unwrap();
     // b's snapshot predates the committed claim it now conflicts with: "retry the call".
-    assert_eq!(sqlstate(try_claim(&mut b, "race5", "k", "{}", None)), "40001");
+    assert_eq!(
+        sqlstate(try_claim(&mut b, "race5", "k", "{}", None)),
+        "40001"
+    );
     b.batch_execute("ROLLBACK").unwrap();
     assert_eq!(claim(&mut b, "race5", "k", "{}").outcome, "replay");
 }

@@ -18,8 +18,15 @@ fn an_unprivileged_role_uses_the_api_but_not_the_table() {
     finish(&mut c, "sec", "k", first.token.unwrap(), 200, "{}").unwrap();
     assert_eq!(lookup(&mut c, "sec", "k").unwrap().outcome, "replay");
     let t2 = claim(&mut c, "sec", "k2", "{}").token.unwrap();
-    assert!(c.query_one("SELECT idem_release('sec', 'k2', $1)", &[&t2]).unwrap().get::<_, bool>(0));
-    c.query_one("SELECT idem_fingerprint('{}'::jsonb), idem_fingerprint('\\x00'::bytea)", &[]).unwrap();
+    assert!(c
+        .query_one("SELECT idem_release('sec', 'k2', $1)", &[&t2])
+        .unwrap()
+        .get::<_, bool>(0));
+    c.query_one(
+        "SELECT idem_fingerprint('{}'::jsonb), idem_fingerprint('\\x00'::bytea)",
+        &[],
+    )
+    .unwrap();
 
     for sql in [
         "SELECT * FROM idem_keys",

@@ -22,7 +22,10 @@ fn until_someone_waits(c: &mut Client) {
     let deadline = Instant::now() + Duration::from_secs(10);
     while Instant::now() < deadline {
         let waiting: bool = c
-            .query_one("SELECT EXISTS (SELECT FROM pg_stat_activity WHERE wait_event_type = 'Extension')", &[])
+            .query_one(
+                "SELECT EXISTS (SELECT FROM pg_stat_activity WHERE wait_event_type = 'Extension')",
+                &[],
+            )
             .unwrap()
             .get(0);
         if waiting {
@@ -41,7 +44,15 @@ fn waiting_retry_holds_no_lock_and_gets_the_answer() {
     until_someone_waits(&mut owner);
     // If the waiter held the row (or any lock the owner needs), this finish would fail on lock_timeout.
     owner.batch_execute("SET lock_timeout = '200ms'").unwrap();
-    finish(&mut owner, "wait1", "k", token, 201, r#"{"charge": "ch_1"}"#).unwrap();
+    finish(
+        &mut owner,
+        "wait1",
+        "k",
+        token,
+        201,
+        r#"{"charge": "ch_1"}"#,
+    )
+    .unwrap();
     assert_eq!(waiter.join().unwrap(), ("replay".to_string(), Some(201)));
 }
 
@@ -58,11 +69,17 @@ fn repeatable_read_does_not_wait_for_what_it_cannot_see() {
     let mut owner = connect();
     claim(&mut owner, "wait3", "k", "{}");
     let mut retry = connect();
-    retry.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ").unwrap();
+    retry
+        .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        .unwrap();
     let started = Instant::now();
     let (outcome, _) = claim_waiting(&mut retry, "wait3", "k", "1 hour");
     assert_eq!(outcome, "in_progress");
     // It answered without sleeping through the hour: its snapshot could never see the finish.
-    assert!(started.elapsed() < Duration::from_secs(60), "waited {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "waited {:?}",
+        started.elapsed()
+    );
     retry.batch_execute("ROLLBACK").unwrap();
 }
