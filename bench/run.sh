@@ -66,8 +66,10 @@ if [ $mode = full ] && ! bench/.venv/bin/python -c 'import matplotlib' 2>/dev/nu
 fi
 
 # --- the server: checkpoints and WAL recycling spaced out so they do not land inside short runs
+# The sweeper is preloaded but idle until the sweep section turns it on.
 bash scripts/cluster.sh start "$dir" "$PORT" "shared_buffers = $SHARED_BUFFERS" "max_connections = 100" \
   "max_wal_size = 8GB" "checkpoint_timeout = 30min" "synchronous_commit = on" "fsync = on" \
+  "shared_preload_libraries = 'idem_keys'" "idem_keys.sweep_enabled = off" "idem_keys.sweep_interval = 1" \
   "log_min_messages = warning" "log_checkpoints = on"
 sql -f bench/schema.sql >/dev/null
 settings=$(sql -F ' | ' -c "SELECT '| ' || name, current_setting(name) || ' |' FROM pg_settings
@@ -217,40 +219,63 @@ for sync in $SYNCS; do
   done
 done
 
-# --- sweep: idem_sweep of expired keys while claims arrive at a fixed rate, against the same claims alone
-if ((SWEEP_KEYS > 0)); then
-  echo "=== sweep of $SWEEP_KEYS expired keys (claims at $SWEEP_RATE/s from $SWEEP_CLIENTS clients, sync on)"
+# --- sweep: expired keys deleted while claims arrive at a fixed rate, against the same claims alone. Twice:
+# by the background worker (one transaction per batch: the recommended path), and by one idem_sweep() call
+# (one transaction: what a pg_cron job runs).
+# sweep_while_claiming HOW (worker|call): fills SWEEP_KEYS expired keys, sweeps them, records the claims.
+sweep_while_claiming() {
+  local how=$1 flag=$dir/sweep.$1.done before deleted t0 t1 waited=0
   populate idem expired expired 1 "$SWEEP_KEYS"
   vacuum_all
-  workload_vars claim 0
-  claim=($SWEEP_CLIENTS on "$dir/scripts/idem-claim.pgbench" "${wvars[@]}" -R $SWEEP_RATE)
-  pgb "claims without sweep" "${claim[@]}" -T "$SWEEP_BASE_SECONDS" -l --log-prefix="$dir/logs/alone"
-  record sweep claim_without idem $SWEEP_CLIENTS on 1 "$SWEEP_KEYS" "$dir/logs/alone"
-  flag=$dir/sweep.done
   # Claims in short pgbench runs until the sweep is over; their logs are cut to the sweep's window.
   (
     i=0
     until [ -e "$flag" ]; do
       i=$((i + 1))
-      pgb "claims during sweep" "${claim[@]}" -T $((SECS < 2 ? SECS : 2)) -l --log-prefix="$dir/logs/sweep.$i"
+      pgb "claims during sweep" "${claim[@]}" -T $((SECS < 2 ? SECS : 2)) -l --log-prefix="$dir/logs/sweep-$how.$i"
     done
   ) &
   claims=$!
   sleep 1.5
-  t0=$(date +%s.%N)
-  deleted=$(sql -c 'SELECT idem_sweep()')
-  t1=$(date +%s.%N)
+  if [ "$how" = worker ]; then
+    # The sweeper records a sweep when it ends; its counter says when all keys are gone.
+    before=$(sql -c "SELECT coalesce(removed_since_start, 0) FROM idem_sweep_status()")
+    t0=$(date +%s.%N)
+    sql -c "ALTER SYSTEM SET idem_keys.sweep_enabled = on" -c "SELECT pg_reload_conf()" >/dev/null
+    until (($(sql -c "SELECT coalesce(removed_since_start, 0) - $before FROM idem_sweep_status()") >= SWEEP_KEYS)); do
+      sleep 0.1
+      waited=$((waited + 1))
+      ((waited < 6000)) || fail "the sweeper did not delete $SWEEP_KEYS keys in 10 minutes"
+    done
+    t1=$(date +%s.%N)
+    deleted=$(sql -c "SELECT removed_since_start - $before FROM idem_sweep_status()")
+    sql -c "ALTER SYSTEM RESET idem_keys.sweep_enabled" -c "SELECT pg_reload_conf()" >/dev/null
+  else
+    t0=$(date +%s.%N)
+    deleted=$(sql -c 'SELECT idem_sweep()')
+    t1=$(date +%s.%N)
+  fi
   sleep 0.5
   touch "$flag"
   wait $claims || fail "claims during the sweep"
-  [ "$deleted" = "$SWEEP_KEYS" ] || fail "idem_sweep deleted $deleted keys, expected $SWEEP_KEYS"
+  [ "$deleted" = "$SWEEP_KEYS" ] || fail "the $how sweep deleted $deleted keys, expected $SWEEP_KEYS"
   seconds=$(python3 -c 'import sys; print(f"{float(sys.argv[2]) - float(sys.argv[1]):.3f}")' "$t0" "$t1")
   tps=$SWEEP_RATE  # the offered rate; the row's count says how many claims fell inside the sweep
-  record sweep claim_during idem $SWEEP_CLIENTS on 1 "$SWEEP_KEYS" "$dir/logs/sweep" --window "$t0" "$t1"
-  fact sweep_deleted "$deleted"
-  fact sweep_seconds "$seconds"
-  fact sweep_note "one call, batches of idem_keys.sweep_batch_size = $(sql -c "LOAD 'idem_keys'" -c 'SHOW idem_keys.sweep_batch_size'), while $SWEEP_RATE claims/s arrived"
-  echo "  idem_sweep deleted $deleted keys in $seconds s"
+  record sweep "claim_during_$how" idem $SWEEP_CLIENTS on 1 "$SWEEP_KEYS" "$dir/logs/sweep-$how" --window "$t0" "$t1"
+  fact "sweep_deleted_$how" "$deleted"
+  fact "sweep_seconds_$how" "$seconds"
+  echo "  $how sweep deleted $deleted keys in $seconds s"
+}
+if ((SWEEP_KEYS > 0)); then
+  echo "=== sweep of $SWEEP_KEYS expired keys (claims at $SWEEP_RATE/s from $SWEEP_CLIENTS clients, sync on)"
+  workload_vars claim 0
+  claim=($SWEEP_CLIENTS on "$dir/scripts/idem-claim.pgbench" "${wvars[@]}" -R $SWEEP_RATE)
+  pgb "claims without sweep" "${claim[@]}" -T "$SWEEP_BASE_SECONDS" -l --log-prefix="$dir/logs/alone"
+  record sweep claim_without idem $SWEEP_CLIENTS on 1 "$SWEEP_KEYS" "$dir/logs/alone"
+  batch=$(sql -c 'SHOW idem_keys.sweep_batch_size')
+  sweep_while_claiming worker
+  sweep_while_claiming call
+  fact sweep_note "batches of idem_keys.sweep_batch_size = $batch; the worker commits each, the call runs them all in one transaction"
 fi
 
 # --- growth: the new-key and replay cycles with more and more keys stored (same keys in all three tables)
