@@ -2,7 +2,8 @@
 -- Every object goes into the schema CREATE EXTENSION picks (@extschema@, `public` by default).
 
 -- Fencing tokens. Global and monotonic, so the owner that recovers a key always holds a larger token than
--- the owner it replaced; gaps are normal (a claim that finds an existing key still draws a number).
+-- the owner it replaced; gaps are normal (a speculative insert that loses a race draws one, and so does a claim
+-- that runs through SPI and finds an existing key).
 CREATE SEQUENCE @extschema@.idem_keys_token_seq AS bigint;
 
 CREATE TABLE @extschema@.idem_keys (

@@ -1,5 +1,6 @@
 //! The SQL idem_keys runs, as plans prepared once per backend and kept (SPI_keepplan), and the reading of a
-//! key's row into Rust.
+//! key's row into Rust. Under READ COMMITTED, claim and finish first try the direct path (direct.rs) and
+//! come here for what it leaves: takeovers, error classification, and every other isolation level.
 //!
 //! Every statement names the table unqualified: the API functions run with a pinned
 //! `search_path = pg_catalog, <extension schema>, pg_temp`, and the plan cache replans if that path ever
