@@ -23,6 +23,7 @@
 use crate::store::{Answer, Checkpoint, KeyRow};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
+use std::cell::Cell;
 use std::ptr;
 
 /// Column numbers (1-based, as in the catalog) of `idem_keys`; `open` checks the count.
@@ -122,7 +123,7 @@ pub fn claim(
                 }
                 continue;
             }
-            let token = next_token();
+            let token = next_token(table.sequence);
             values.set(col::TOKEN, token.into());
             values.store(new);
             if table.insert_speculatively(new, arbiter) {
@@ -198,9 +199,56 @@ pub fn finish(scope: &str, key: &str, answer: &Finish) -> Option<bool> {
     }
 }
 
+/// The OIDs of the table and its token sequence, found by name on the pinned search_path (as the SPI
+/// statements find them).
+#[derive(Clone, Copy)]
+struct Names {
+    table: pg_sys::Oid,
+    sequence: pg_sys::Oid,
+}
+
+thread_local! {
+    // Looked up once per backend instead of twice per claim (1.1 % of a new-key cycle's samples), and
+    // forgotten whenever the relcache reports a change to either relation (DROP or ALTER EXTENSION, VACUUM's
+    // statistics update) or resets itself.
+    static NAMES: Cell<Option<Names>> = const { Cell::new(None) };
+    static FORGETS_NAMES: Cell<bool> = const { Cell::new(false) };
+}
+
+/// None while the extension's table is not on the search path (SPI then raises the proper error).
+fn names() -> Option<Names> {
+    if let Some(names) = NAMES.get() {
+        return Some(names);
+    }
+    // SAFETY: catalog lookups inside a transaction; the callback is registered once per backend.
+    unsafe {
+        if !FORGETS_NAMES.get() {
+            pg_sys::CacheRegisterRelcacheCallback(Some(forget_names), pg_sys::Datum::from(0));
+            FORGETS_NAMES.set(true);
+        }
+        let table = pg_sys::RelnameGetRelid(c"idem_keys".as_ptr());
+        let sequence = pg_sys::RelnameGetRelid(c"idem_keys_token_seq".as_ptr());
+        if table == pg_sys::InvalidOid || sequence == pg_sys::InvalidOid {
+            return None;
+        }
+        NAMES.set(Some(Names { table, sequence }));
+        Some(Names { table, sequence })
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn forget_names(_arg: pg_sys::Datum, relid: pg_sys::Oid) {
+    if let Some(names) = NAMES.get() {
+        if relid == pg_sys::InvalidOid || relid == names.table || relid == names.sequence {
+            NAMES.set(None);
+        }
+    }
+}
+
 /// The table, its indexes and a minimal executor state, as a ModifyTable node would hold them.
 struct Table {
     rel: pg_sys::Relation,
+    sequence: pg_sys::Oid,
     pkey: pg_sys::Relation,
     estate: *mut pg_sys::EState,
     rri: *mut pg_sys::ResultRelInfo,
@@ -234,12 +282,16 @@ impl Table {
     /// indexes. `None` when it is not the plain table sql/bootstrap.sql creates.
     unsafe fn open(speculative: bool, updated_columns: &[usize]) -> Option<Table> {
         unsafe {
-            let relid = pg_sys::RelnameGetRelid(c"idem_keys".as_ptr());
-            if relid == pg_sys::InvalidOid {
-                return None; // SPI raises the usual "relation does not exist"
-            }
+            let names = names()?;
+            let relid = names.table;
             let lock = pg_sys::RowExclusiveLock as pg_sys::LOCKMODE;
-            let rel = pg_sys::table_open(relid, lock);
+            let rel = pg_sys::try_table_open(relid, lock);
+            if rel.is_null() {
+                // Dropped since we looked it up (DROP EXTENSION in a concurrent session): look again next
+                // time; SPI raises the usual error now.
+                NAMES.set(None);
+                return None;
+            }
             let plain = (*(*rel).rd_rel).relkind as u8 == pg_sys::RELKIND_RELATION
                 && (*rel).trigdesc.is_null()
                 && (*(*rel).rd_att).natts as usize == col::COUNT;
@@ -274,6 +326,7 @@ impl Table {
                 .find(|&index| (*(*index).rd_index).indisprimary);
             let table = Table {
                 rel,
+                sequence: names.sequence,
                 pkey: pkey.unwrap_or(ptr::null_mut()),
                 estate,
                 rri,
@@ -569,10 +622,9 @@ unsafe extern "C-unwind" {
     fn nextval_fmgr(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum;
 }
 
-/// nextval('idem_keys_token_seq'), resolved on the pinned search_path like the table.
-unsafe fn next_token() -> i64 {
+/// nextval('idem_keys_token_seq').
+unsafe fn next_token(seq: pg_sys::Oid) -> i64 {
     unsafe {
-        let seq = pg_sys::RelnameGetRelid(c"idem_keys_token_seq".as_ptr());
         let value =
             pg_sys::DirectFunctionCall1Coll(Some(nextval_fmgr), pg_sys::InvalidOid, seq.into());
         value.value() as i64
