@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# A/B of two variants of the new-key cycle (claim + finish) on one throwaway PostgreSQL 15: pairs of pgbench
+# runs in alternating order (A B, B A, …), so neither side always runs first. Prints each run and the
+# median and mean of the per-pair ratios A ÷ B. For gaps too small for the full bench's three rounds.
+#   bash bench/ab.sh                      idem_keys vs hand-written SQL, 1 client, 10 pairs of 4 s
+# Knobs (environment):
+#   AB_A, AB_B                 contenders: sql, plpgsql or idem (default idem, sql)
+#   AB_A_OPTIONS, AB_B_OPTIONS extra PGOPTIONS for each side, e.g. "-c idem_keys.direct_path=off"
+#   AB_A_SQL, AB_B_SQL         SQL run as the superuser before each run of that side (e.g. an ALTER FUNCTION)
+#   AB_CLIENTS (1), AB_PAIRS (10), AB_SECONDS (4), AB_SYNC (off)
+# Needs the extension installed (make install).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+A=${AB_A:-idem} B=${AB_B:-sql}
+CLIENTS=${AB_CLIENTS:-1} PAIRS=${AB_PAIRS:-10} SECS=${AB_SECONDS:-4} SYNC=${AB_SYNC:-off}
+PORT=${AB_PORT:-25442}
+PGBENCH=/usr/lib/postgresql/15/bin/pgbench
+BODY='{"amount": 1000, "currency": "EUR", "customer": "cus_9s6XKzkNRiz8i3", "description": "Order 4711"}'
+RESP='{"id": "ch_3MmlLrLkdIwHu7ix0snN0B15", "object": "charge", "amount": 1000, "currency": "eur", "paid": true, "status": "succeeded", "receipt_url": "https://pay.example.com/receipts/acct_1/ch_3MmlLrLkdIwHu7ix0snN0B15"}'
+HDRS='{"Location": "/v1/charges/ch_3MmlLrLkdIwHu7ix0snN0B15"}'
+
+dir=$(mktemp -d /tmp/idem-ab.XXXXXX)
+trap 'bash scripts/cluster.sh stop "$dir"; rm -rf "$dir"' EXIT
+bash scripts/cluster.sh start "$dir" "$PORT" "shared_buffers = 1GB" "max_wal_size = 8GB" \
+  "checkpoint_timeout = 30min" "log_min_messages = warning"
+sql() { psql -X -q -At -v ON_ERROR_STOP=1 -h "$dir" -p "$PORT" -U postgres "$@"; }
+sql -f bench/schema.sql >/dev/null
+for c in "$A" "$B"; do
+  { echo '\set key random(1, 9000000000000000000)'; cat "bench/scripts/$c/claim.pgbench" "bench/scripts/$c/finish.pgbench"; } \
+    >"$dir/$c.pgbench"
+done
+
+# run SIDE CONTENDER OPTIONS SETUP_SQL: one run, printed as "SIDE tps"
+run() {
+  local out
+  [ -z "$4" ] || sql -c "$4" >/dev/null
+  out=$(PGOPTIONS="-c synchronous_commit=$SYNC $3" "$PGBENCH" -n -M prepared -h "$dir" -p "$PORT" -U postgres \
+    -c "$CLIENTS" -j "$CLIENTS" -T "$SECS" -f "$dir/$2.pgbench" -D scope=new -D req="$BODY" -D resp="$RESP" \
+    -D hdrs="$HDRS" postgres 2>&1) || { echo "$out" >&2; exit 1; }
+  grep -q '^number of failed transactions: 0 ' <<<"$out" || { echo "$out" >&2; exit 1; }
+  echo "$1 $(sed -n 's/^tps = \([0-9.]*\) (without initial connection time)$/\1/p' <<<"$out")"
+}
+echo "=== A/B: A = $A ${AB_A_OPTIONS:-} ${AB_A_SQL:+(after: $AB_A_SQL)}; B = $B ${AB_B_OPTIONS:-} ${AB_B_SQL:+(after: $AB_B_SQL)}"
+echo "=== $CLIENTS client(s), synchronous_commit = $SYNC, $PAIRS pairs of $SECS s runs"
+for ((p = 1; p <= PAIRS; p++)); do
+  if ((p % 2)); then
+    run A "$A" "${AB_A_OPTIONS:-}" "${AB_A_SQL:-}"; run B "$B" "${AB_B_OPTIONS:-}" "${AB_B_SQL:-}"
+  else
+    run B "$B" "${AB_B_OPTIONS:-}" "${AB_B_SQL:-}"; run A "$A" "${AB_A_OPTIONS:-}" "${AB_A_SQL:-}"
+  fi
+done | tee "$dir/runs"
+python3 - "$dir/runs" <<'PY'
+import statistics, sys
+runs = {"A": [], "B": []}
+for line in open(sys.argv[1]):
+    side, tps = line.split()
+    runs[side].append(float(tps))
+pairs = [a / b for a, b in zip(runs["A"], runs["B"])]
+print(f"=== A median {statistics.median(runs['A']):.0f} tps, B median {statistics.median(runs['B']):.0f} tps; "
+      f"A / B per pair: median {statistics.median(pairs):.3f}, mean {statistics.mean(pairs):.3f}, "
+      f"min {min(pairs):.3f}, max {max(pairs):.3f}")
+PY

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Why claims slow down during a sweep: the background worker sweeps N expired keys while 4 clients claim new
+# keys at 200/s with synchronous_commit = on (as in the bench's sweep section), and pg_stat_activity is
+# sampled for what the active claims wait on. Prints claim p50/p99 alone and during the sweep, and the
+# wait events counted.
+#   bash bench/sweep_waits.sh                     1 000 000 keys
+#   SWEEP_KEYS=200000 bash bench/sweep_waits.sh "wal_compression = on"   extra server settings as arguments
+# Needs the extension installed (make install).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+N=${SWEEP_KEYS:-1000000}
+PORT=${SWEEP_PORT:-25443}
+PGBENCH=/usr/lib/postgresql/15/bin/pgbench
+BODY='{"amount": 1000, "currency": "EUR", "customer": "cus_9s6XKzkNRiz8i3", "description": "Order 4711"}'
+RESP='{"id": "ch_3MmlLrLkdIwHu7ix0snN0B15", "object": "charge", "amount": 1000, "currency": "eur", "paid": true, "status": "succeeded", "receipt_url": "https://pay.example.com/receipts/acct_1/ch_3MmlLrLkdIwHu7ix0snN0B15"}'
+HDRS='{"Location": "/v1/charges/ch_3MmlLrLkdIwHu7ix0snN0B15"}'
+
+dir=$(mktemp -d /tmp/idem-sw.XXXXXX)
+trap 'bash scripts/cluster.sh stop "$dir"; rm -rf "$dir"' EXIT
+bash scripts/cluster.sh start "$dir" "$PORT" "shared_buffers = 2GB" "max_wal_size = 8GB" \
+  "checkpoint_timeout = 30min" "log_min_messages = warning" "shared_preload_libraries = 'idem_keys'" \
+  "idem_keys.sweep_enabled = off" "idem_keys.sweep_interval = 1" "$@"
+sql() { psql -X -q -At -v ON_ERROR_STOP=1 -h "$dir" -p "$PORT" -U postgres "$@"; }
+sql -f bench/schema.sql >/dev/null
+[ $# -eq 0 ] || echo "=== extra settings: $*"
+{ echo '\set key random(1, 9000000000000000000)'; cat bench/scripts/idem/claim.pgbench; } >"$dir/claim.pgbench"
+claims() { # SECONDS LOG_PREFIX
+  PGOPTIONS="-c synchronous_commit=on" "$PGBENCH" -n -M prepared -h "$dir" -p "$PORT" -U postgres -c 4 -j 2 \
+    -R 200 -T "$1" -l --log-prefix="$2" -f "$dir/claim.pgbench" -D scope=new -D req="$BODY" postgres >/dev/null
+}
+latency() { python3 bench/report.py stats "$@" | awk '{printf "%d claims, p50 %.2f ms, p99 %.2f ms", $1, $2, $3}'; }
+
+sql -v n="$N" -v req="$BODY" -v resp="$RESP" -v hdrs="$HDRS" <<'SQL'
+CALL bench.populate('public.idem_keys', 'expired', 'expired', 1, :n, :'req', :'resp', :'hdrs');
+SQL
+sql -c "VACUUM ANALYZE idem_keys" -c CHECKPOINT
+claims 10 "$dir/alone"
+echo "=== claims alone: $(latency "$dir/alone")"
+
+before=$(sql -c "SELECT coalesce(removed_since_start, 0) FROM idem_sweep_status()")
+( i=0; until [ -e "$dir/done" ]; do i=$((i + 1)); claims 2 "$dir/during.$i"; done ) &
+claimers=$!
+sleep 1.5
+( until [ -e "$dir/done" ]; do
+    sql -c "SELECT coalesce(wait_event_type, 'CPU') || ':' || coalesce(wait_event, '-') FROM pg_stat_activity
+             WHERE application_name = 'pgbench' AND state = 'active'"
+  done >"$dir/waits" ) &
+sampler=$!
+t0=$(date +%s.%N)
+sql -c "ALTER SYSTEM SET idem_keys.sweep_enabled = on" -c "SELECT pg_reload_conf()" >/dev/null
+until (($(sql -c "SELECT coalesce(removed_since_start, 0) - $before FROM idem_sweep_status()") >= N)); do sleep 0.1; done
+t1=$(date +%s.%N)
+sleep 0.5
+touch "$dir/done"
+wait $claimers $sampler
+echo "=== the worker swept $N keys in $(python3 -c "print(f'{$t1 - $t0:.1f}')") s; claims meanwhile: $(latency "$dir/during" --window "$t0" "$t1")"
+echo "=== what active claims waited on during the sweep ($(wc -l <"$dir/waits") samples):"
+sort "$dir/waits" | uniq -c | sort -rn | head -8
