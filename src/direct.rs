@@ -12,8 +12,8 @@
 //!
 //! Everything else stays on SPI (store.rs): takeovers, error classification, every other verb, and the
 //! isolation levels above READ COMMITTED, whose snapshot and serialization rules are the executor's to
-//! apply. So does a table that is not the shape this file was written for (a trigger added to it, say):
-//! `open` then declines and the caller runs the statement instead. `idem_keys.direct_path = off` forces
+//! apply. So does a table that is not the shape this file was written for (a trigger or CHECK constraint
+//! added to it, say: `is_plain`): `open` then declines and the caller runs the statement instead. `idem_keys.direct_path = off` forces
 //! SPI everywhere (the benchmark compares the two in one run).
 //!
 //! Nothing here checks privileges: the callers are SECURITY DEFINER functions owned by the table's owner,
@@ -62,13 +62,14 @@ const FINISH_COLUMNS: [usize; 6] = [
 /// round follows a concurrent commit on the same key, so more than two is already unusual.
 const MAX_ROUNDS: usize = 8;
 
-/// Whether the direct path may run: READ COMMITTED (each read may take a fresh snapshot) and a read-write
+/// Whether the direct path may run: READ COMMITTED (each read may take a fresh snapshot; READ UNCOMMITTED is
+/// the same level in PostgreSQL) and a read-write
 /// transaction (else the SPI statement raises the read-only error the caller expects).
 pub fn applies() -> bool {
     // SAFETY: plain reads of the backend's transaction state.
     crate::guc::direct_path()
         && unsafe {
-            pg_sys::XactIsoLevel == pg_sys::XACT_READ_COMMITTED as i32 && !pg_sys::XactReadOnly
+            pg_sys::XactIsoLevel <= pg_sys::XACT_READ_COMMITTED as i32 && !pg_sys::XactReadOnly
         }
 }
 
@@ -201,7 +202,7 @@ pub fn finish(scope: &str, key: &str, answer: &Finish) -> Option<bool> {
 
 /// The OIDs of the table and its token sequence, found by name on the pinned search_path (as the SPI
 /// statements find them).
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 struct Names {
     table: pg_sys::Oid,
     sequence: pg_sys::Oid,
@@ -245,6 +246,54 @@ unsafe extern "C-unwind" fn forget_names(_arg: pg_sys::Datum, relid: pg_sys::Oid
     }
 }
 
+/// The column types of `idem_keys` in order, and which columns are NOT NULL.
+const COLUMN_TYPES: [(pg_sys::Oid, bool); col::COUNT] = [
+    (pg_sys::TEXTOID, true),
+    (pg_sys::TEXTOID, true),
+    (pg_sys::BYTEAOID, true),
+    (pg_sys::INT8OID, true),
+    (pg_sys::INT4OID, true),
+    (pg_sys::TIMESTAMPTZOID, true),
+    (pg_sys::TIMESTAMPTZOID, true),
+    (pg_sys::TIMESTAMPTZOID, true),
+    (pg_sys::TIMESTAMPTZOID, false),
+    (pg_sys::TIMESTAMPTZOID, false),
+    (pg_sys::INT4OID, false),
+    (pg_sys::JSONBOID, false),
+    (pg_sys::BYTEAOID, false),
+    (pg_sys::JSONBOID, false),
+    (pg_sys::TEXTOID, false),
+    (pg_sys::JSONBOID, false),
+];
+
+/// Whether the table is still exactly what sql/ creates, so that writing its rows directly skips nothing
+/// the executor would do: a plain heap table, not a partition, without triggers, rules, forced row-level
+/// security or CHECK constraints, with these columns, types and NOT NULLs. A DBA who changes any of that
+/// gets the SPI statements, which honour it.
+unsafe fn is_plain(rel: pg_sys::Relation) -> bool {
+    unsafe {
+        let class = (*rel).rd_rel;
+        let desc = (*rel).rd_att;
+        if (*class).relkind as u8 != pg_sys::RELKIND_RELATION
+            || (*class).relispartition
+            || (*class).relforcerowsecurity
+            || !(*rel).trigdesc.is_null()
+            || !(*rel).rd_rules.is_null()
+            || (*desc).natts as usize != col::COUNT
+            || (!(*desc).constr.is_null() && (*(*desc).constr).num_check > 0)
+        {
+            return false;
+        }
+        let columns = (*desc).attrs.as_slice(col::COUNT);
+        columns
+            .iter()
+            .zip(COLUMN_TYPES)
+            .all(|(column, (type_oid, not_null))| {
+                !column.attisdropped && column.atttypid == type_oid && column.attnotnull == not_null
+            })
+    }
+}
+
 /// The table, its indexes and a minimal executor state, as a ModifyTable node would hold them.
 struct Table {
     rel: pg_sys::Relation,
@@ -282,8 +331,8 @@ impl Table {
     /// indexes. `None` when it is not the plain table sql/bootstrap.sql creates.
     unsafe fn open(speculative: bool, updated_columns: &[usize]) -> Option<Table> {
         unsafe {
-            let names = names()?;
-            let relid = names.table;
+            let found = names()?;
+            let relid = found.table;
             let lock = pg_sys::RowExclusiveLock as pg_sys::LOCKMODE;
             let rel = pg_sys::try_table_open(relid, lock);
             if rel.is_null() {
@@ -292,13 +341,18 @@ impl Table {
                 NAMES.set(None);
                 return None;
             }
-            let plain = (*(*rel).rd_rel).relkind as u8 == pg_sys::RELKIND_RELATION
-                && (*rel).trigdesc.is_null()
-                && (*(*rel).rd_att).natts as usize == col::COUNT;
-            if !plain {
+            // Opening processed pending invalidations: if they were about our relations, look the names up
+            // again, and leave this call to SPI if they changed (the sequence alone recreated, say).
+            if names() != Some(found) || !is_plain(rel) {
                 pg_sys::table_close(rel, pg_sys::NoLock as pg_sys::LOCKMODE);
                 return None;
             }
+            if !updated_columns.is_empty() {
+                // What UPDATE checks first: a publication that replicates updates needs a replica identity.
+                pg_sys::CheckCmdReplicaIdentity(rel, pg_sys::CmdType::CMD_UPDATE);
+            }
+            // As SPI does before each statement: rows this command wrote so far become visible to our reads.
+            pg_sys::CommandCounterIncrement();
             let estate = pg_sys::CreateExecutorState();
             let caller = pg_sys::CurrentMemoryContext;
             pg_sys::CurrentMemoryContext = (*estate).es_query_cxt;
@@ -326,7 +380,7 @@ impl Table {
                 .find(|&index| (*(*index).rd_index).indisprimary);
             let table = Table {
                 rel,
-                sequence: names.sequence,
+                sequence: found.sequence,
                 pkey: pkey.unwrap_or(ptr::null_mut()),
                 estate,
                 rri,
