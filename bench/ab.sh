@@ -14,10 +14,7 @@ cd "$(dirname "$0")/.."
 A=${AB_A:-idem} B=${AB_B:-sql}
 CLIENTS=${AB_CLIENTS:-1} PAIRS=${AB_PAIRS:-10} SECS=${AB_SECONDS:-4} SYNC=${AB_SYNC:-off}
 PORT=${AB_PORT:-25442}
-PGBENCH=/usr/lib/postgresql/15/bin/pgbench
-BODY='{"amount": 1000, "currency": "EUR", "customer": "cus_9s6XKzkNRiz8i3", "description": "Order 4711"}'
-RESP='{"id": "ch_3MmlLrLkdIwHu7ix0snN0B15", "object": "charge", "amount": 1000, "currency": "eur", "paid": true, "status": "succeeded", "receipt_url": "https://pay.example.com/receipts/acct_1/ch_3MmlLrLkdIwHu7ix0snN0B15"}'
-HDRS='{"Location": "/v1/charges/ch_3MmlLrLkdIwHu7ix0snN0B15"}'
+source bench/common.sh
 
 dir=$(mktemp -d /tmp/idem-ab.XXXXXX)
 trap 'bash scripts/cluster.sh stop "$dir"; rm -rf "$dir"' EXIT

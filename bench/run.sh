@@ -31,16 +31,11 @@ SWEEP_BASE_SECONDS=${BENCH_SWEEP_SECONDS:-$(full_or_smoke 10 1)}
 SWEEP_CLIENTS=4 SWEEP_RATE=200                        # claims/s arriving during the sweep: a served API, not a flood
 SHARED_BUFFERS=$(full_or_smoke 2GB 128MB)
 DOCS=${BENCH_DOCS:-docs}
-PGBENCH=/usr/lib/postgresql/15/bin/pgbench
 NPROC=$(nproc)
 contenders=(sql plpgsql idem)
 declare -A TABLE=([sql]=bench_sql.keys [plpgsql]=bench_plpgsql.keys [idem]=public.idem_keys)
 
-# A typical payment request, the same request with another amount, and a ~200-byte answer.
-BODY='{"amount": 1000, "currency": "EUR", "customer": "cus_9s6XKzkNRiz8i3", "description": "Order 4711"}'
-BODY2='{"amount": 2000, "currency": "EUR", "customer": "cus_9s6XKzkNRiz8i3", "description": "Order 4711"}'
-RESP='{"id": "ch_3MmlLrLkdIwHu7ix0snN0B15", "object": "charge", "amount": 1000, "currency": "eur", "paid": true, "status": "succeeded", "receipt_url": "https://pay.example.com/receipts/acct_1/ch_3MmlLrLkdIwHu7ix0snN0B15"}'
-HDRS='{"Location": "/v1/charges/ch_3MmlLrLkdIwHu7ix0snN0B15"}'
+source bench/common.sh
 
 started=$SECONDS
 dir=$(mktemp -d /tmp/idem-bench.XXXXXX)  # short: it holds the server's Unix socket

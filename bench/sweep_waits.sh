@@ -10,10 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${SWEEP_KEYS:-1000000}
 PORT=${SWEEP_PORT:-25443}
-PGBENCH=/usr/lib/postgresql/15/bin/pgbench
-BODY='{"amount": 1000, "currency": "EUR", "customer": "cus_9s6XKzkNRiz8i3", "description": "Order 4711"}'
-RESP='{"id": "ch_3MmlLrLkdIwHu7ix0snN0B15", "object": "charge", "amount": 1000, "currency": "eur", "paid": true, "status": "succeeded", "receipt_url": "https://pay.example.com/receipts/acct_1/ch_3MmlLrLkdIwHu7ix0snN0B15"}'
-HDRS='{"Location": "/v1/charges/ch_3MmlLrLkdIwHu7ix0snN0B15"}'
+source bench/common.sh
 
 dir=$(mktemp -d /tmp/idem-sw.XXXXXX)
 trap 'bash scripts/cluster.sh stop "$dir"; rm -rf "$dir"' EXIT

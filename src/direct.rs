@@ -13,8 +13,9 @@
 //! Everything else stays on SPI (store.rs): takeovers, error classification, every other verb, and the
 //! isolation levels above READ COMMITTED, whose snapshot and serialization rules are the executor's to
 //! apply. So does a table that is not the shape this file was written for (a trigger or CHECK constraint
-//! added to it, say: `is_plain`): `open` then declines and the caller runs the statement instead. `idem_keys.direct_path = off` forces
-//! SPI everywhere (the benchmark compares the two in one run).
+//! added to it, say: `is_plain`): `open` then declines and the caller runs the statement instead.
+//! `idem_keys.direct_path = off` forces SPI everywhere (`AB_B_OPTIONS="-c idem_keys.direct_path=off"
+//! AB_B=idem bash bench/ab.sh` compares the two).
 //!
 //! Nothing here checks privileges: the callers are SECURITY DEFINER functions owned by the table's owner,
 //! which is what the SPI statements would be checked against. Resources are released explicitly on the
@@ -63,8 +64,8 @@ const FINISH_COLUMNS: [usize; 6] = [
 const MAX_ROUNDS: usize = 8;
 
 /// Whether the direct path may run: READ COMMITTED (each read may take a fresh snapshot; READ UNCOMMITTED is
-/// the same level in PostgreSQL) and a read-write
-/// transaction (else the SPI statement raises the read-only error the caller expects).
+/// the same level in PostgreSQL) and a read-write transaction (else the SPI statement raises the read-only
+/// error the caller expects).
 pub fn applies() -> bool {
     // SAFETY: plain reads of the backend's transaction state.
     crate::guc::direct_path()
@@ -86,7 +87,6 @@ pub fn claim(
     // lives until `close` (or transaction abort).
     unsafe {
         let table = Table::open(true, &[])?;
-        let caller = table.enter();
         let desc = (*table.rel).rd_att;
         let new = pg_sys::MakeSingleTupleTableSlot(desc, &raw const pg_sys::TTSOpsVirtual);
         let found = pg_sys::table_slot_create(table.rel, ptr::null_mut());
@@ -119,7 +119,7 @@ pub fn claim(
                     pg_sys::GetLatestSnapshot(),
                     found,
                 ) {
-                    row = Some(caller.run(|| key_row(found, fingerprint)));
+                    row = Some(table.in_caller_context(|| key_row(found, fingerprint)));
                     break;
                 }
                 continue;
@@ -134,7 +134,7 @@ pub fn claim(
         }
         pg_sys::ExecDropSingleTupleTableSlot(found);
         pg_sys::ExecDropSingleTupleTableSlot(new);
-        table.close(caller);
+        table.close();
         row
     }
 }
@@ -156,7 +156,6 @@ pub fn finish(scope: &str, key: &str, answer: &Finish) -> Option<bool> {
     // SAFETY: as in `claim`.
     unsafe {
         let table = Table::open(false, &FINISH_COLUMNS)?;
-        let caller = table.enter();
         let desc = (*table.rel).rd_att;
         let old = pg_sys::table_slot_create(table.rel, ptr::null_mut());
         let new = pg_sys::MakeSingleTupleTableSlot(desc, &raw const pg_sys::TTSOpsVirtual);
@@ -195,7 +194,7 @@ pub fn finish(scope: &str, key: &str, answer: &Finish) -> Option<bool> {
         }
         pg_sys::ExecDropSingleTupleTableSlot(new);
         pg_sys::ExecDropSingleTupleTableSlot(old);
-        table.close(caller);
+        table.close();
         stored
     }
 }
@@ -294,30 +293,16 @@ unsafe fn is_plain(rel: pg_sys::Relation) -> bool {
     }
 }
 
-/// The table, its indexes and a minimal executor state, as a ModifyTable node would hold them.
+/// The table, its indexes and a minimal executor state, as a ModifyTable node would hold them. While it is
+/// open the executor state's memory context is current (scratch allocations die with it); `caller` is the
+/// context results go to.
 struct Table {
     rel: pg_sys::Relation,
+    caller: pg_sys::MemoryContext,
     sequence: pg_sys::Oid,
     pkey: pg_sys::Relation,
     estate: *mut pg_sys::EState,
     rri: *mut pg_sys::ResultRelInfo,
-}
-
-/// The caller's memory context: results go there, scratch work into the executor state's.
-#[derive(Clone, Copy)]
-struct Caller(pg_sys::MemoryContext);
-
-impl Caller {
-    /// Runs `f` with the caller's context current, for values that must outlive `close`.
-    unsafe fn run<R>(self, f: impl FnOnce() -> R) -> R {
-        unsafe {
-            let scratch = pg_sys::CurrentMemoryContext;
-            pg_sys::CurrentMemoryContext = self.0;
-            let result = f();
-            pg_sys::CurrentMemoryContext = scratch;
-            result
-        }
-    }
 }
 
 enum Updated {
@@ -374,38 +359,38 @@ impl Table {
             pg_sys::InitResultRelInfo(rri, rel, 1, ptr::null_mut(), 0);
             (*estate).es_output_cid = pg_sys::GetCurrentCommandId(true);
             pg_sys::ExecOpenIndices(rri, speculative);
-            pg_sys::CurrentMemoryContext = caller;
             let pkey = (0..(*rri).ri_NumIndices as usize)
                 .map(|i| *(*rri).ri_IndexRelationDescs.add(i))
                 .find(|&index| (*(*index).rd_index).indisprimary);
             let table = Table {
                 rel,
+                caller,
                 sequence: found.sequence,
                 pkey: pkey.unwrap_or(ptr::null_mut()),
                 estate,
                 rri,
             };
             if pkey.is_none() {
-                table.close(Caller(caller));
+                table.close();
                 return None;
             }
             Some(table)
         }
     }
 
-    /// Makes the executor state's context current (scratch allocations die with it) and returns the
-    /// caller's.
-    unsafe fn enter(&self) -> Caller {
+    /// Runs `f` with the caller's context current, for values that must outlive `close`.
+    unsafe fn in_caller_context<R>(&self, f: impl FnOnce() -> R) -> R {
         unsafe {
-            let caller = Caller(pg_sys::CurrentMemoryContext);
+            pg_sys::CurrentMemoryContext = self.caller;
+            let result = f();
             pg_sys::CurrentMemoryContext = (*self.estate).es_query_cxt;
-            caller
+            result
         }
     }
 
-    unsafe fn close(self, caller: Caller) {
+    unsafe fn close(self) {
         unsafe {
-            pg_sys::CurrentMemoryContext = caller.0;
+            pg_sys::CurrentMemoryContext = self.caller;
             pg_sys::ExecCloseIndices(self.rri);
             pg_sys::FreeExecutorState(self.estate);
             // Like the executor: the lock is kept until the transaction ends.

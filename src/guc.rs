@@ -39,7 +39,7 @@ static SWEEP_DATABASES: GucSetting<Option<CString>> =
     GucSetting::<Option<CString>>::new(Some(c"postgres"));
 
 /// Whether `idem_claim` and `idem_finish` may skip SPI under READ COMMITTED (src/direct.rs). On by default;
-/// off exists so the benchmark can measure what it buys in the same run, and as an escape hatch.
+/// off exists so bench/ab.sh can measure what it buys, and as an escape hatch.
 static DIRECT_PATH: GucSetting<bool> = GucSetting::<bool>::new(true);
 
 /// Whether the background worker sweeps at all (pg_cron users may prefer to turn it off).

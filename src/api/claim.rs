@@ -105,10 +105,9 @@ fn attempt(
     fingerprint: &Fingerprint,
     now: i64,
     lease_micros: i64,
-    first: Stmt,
+    mut first: Stmt,
 ) -> Attempt {
     let lease_ends_at = now.saturating_add(lease_micros);
-    let mut first = first;
     if direct::applies() {
         // The common outcomes (claimed, replay, in_progress, mismatch) without SPI; a takeover stays on it.
         match direct::claim(scope, key, fingerprint, now, lease_ends_at).map(|row| decide(row, now))

@@ -109,31 +109,30 @@ impl<'a> FinishCall<'a> {
 
     fn finish(self, response: Option<pg_sys::Datum>, response_bytes: Option<pg_sys::Datum>) {
         let now = store::clock_now();
+        let answer = direct::Finish {
+            token: self.token,
+            finished_at: now,
+            expires_at: now.saturating_add(self.retention_micros),
+            status_code: self.status_code,
+            response,
+            response_bytes,
+            headers: self.headers.map(RawJsonb::datum),
+        };
+        if direct::applies() && direct::finish(self.scope, self.key, &answer) == Some(true) {
+            return;
+        }
+        // Here only when the direct path declined, or to tell why the token could not finish the key.
         let params = [
             store::text(self.scope),
             store::text(self.key),
-            store::int8(self.token),
-            store::timestamptz(now),
-            store::timestamptz(now.saturating_add(self.retention_micros)),
-            store::int4(self.status_code),
-            store::raw(response, pg_sys::JSONBOID),
-            store::raw(response_bytes, pg_sys::BYTEAOID),
-            store::raw(self.headers.map(RawJsonb::datum), pg_sys::JSONBOID),
+            store::int8(answer.token),
+            store::timestamptz(answer.finished_at),
+            store::timestamptz(answer.expires_at),
+            store::int4(answer.status_code),
+            store::raw(answer.response, pg_sys::JSONBOID),
+            store::raw(answer.response_bytes, pg_sys::BYTEAOID),
+            store::raw(answer.headers, pg_sys::JSONBOID),
         ];
-        if direct::applies() {
-            let answer = direct::Finish {
-                token: self.token,
-                finished_at: now,
-                expires_at: now.saturating_add(self.retention_micros),
-                status_code: self.status_code,
-                response,
-                response_bytes,
-                headers: self.headers.map(RawJsonb::datum),
-            };
-            if direct::finish(self.scope, self.key, &answer) == Some(true) {
-                return;
-            }
-        }
         store::with_spi(|client| {
             if store::run(client, Stmt::Finish, &params).len() == 1 {
                 return;
