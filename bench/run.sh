@@ -63,10 +63,11 @@ if [ $mode = full ] && ! bench/.venv/bin/python -c 'import matplotlib' 2>/dev/nu
 fi
 
 # --- the server: checkpoints and WAL recycling spaced out so they do not land inside short runs
-# The sweeper is preloaded but idle until the sweep section turns it on.
+# The sweeper is preloaded but idle until the sweep section turns it on; it starts a pass as it starts, and
+# the next one only a minute later, so its last pass is the one that swept the backlog.
 bash scripts/cluster.sh start "$dir" "$PORT" "shared_buffers = $SHARED_BUFFERS" "max_connections = 100" \
   "max_wal_size = 8GB" "checkpoint_timeout = 30min" "synchronous_commit = on" "fsync = on" \
-  "shared_preload_libraries = 'idem_keys'" "idem_keys.sweep_enabled = off" "idem_keys.sweep_interval = 1" \
+  "shared_preload_libraries = 'idem_keys'" "idem_keys.sweep_enabled = off" "idem_keys.sweep_interval = 60" \
   "log_min_messages = warning" "log_checkpoints = on"
 sql -f bench/schema.sql >/dev/null
 settings=$(sql -F ' | ' -c "SELECT '| ' || name, current_setting(name) || ' |' FROM pg_settings
@@ -112,10 +113,11 @@ workload_script() { # CONTENDER WORKLOAD
   local c=$1 wl=$2
   case $wl in
     new | claim) echo '\set key random(1, 9000000000000000000)' ;;
+    recent) echo '\set key random(greatest(1, :nkeys - 9999), :nkeys)' ;; # a retry: one of the newest 10 000 keys
     *) echo '\set key random(1, :nkeys)' ;;
   esac
   cat "bench/scripts/$c/claim.pgbench"
-  case $wl in new | claim) expect 1 "$c $wl" ;; replay) expect 2 "$c $wl" ;; busy) expect 3 "$c $wl" ;; mismatch) expect 4 "$c $wl" ;; esac
+  case $wl in new | claim) expect 1 "$c $wl" ;; replay | recent) expect 2 "$c $wl" ;; busy) expect 3 "$c $wl" ;; mismatch) expect 4 "$c $wl" ;; esac
   if [ "$wl" = new ]; then cat "bench/scripts/$c/finish.pgbench"; fi
 }
 check_script() { # CONTENDER: one pass through every outcome, with the stored answer compared on replay
@@ -140,7 +142,7 @@ check_script() { # CONTENDER: one pass through every outcome, with the stored an
   cat "$claim"; expect 2 "$c recovered key after finish"
 }
 for c in "${contenders[@]}"; do
-  for wl in $WORKLOADS claim; do workload_script "$c" "$wl" >"$dir/scripts/$c-$wl.pgbench"; done
+  for wl in $WORKLOADS claim recent; do workload_script "$c" "$wl" >"$dir/scripts/$c-$wl.pgbench"; done
   check_script "$c" >"$dir/scripts/$c-check.pgbench"
 done
 
@@ -163,7 +165,7 @@ pgb() {
 workload_vars() { # WORKLOAD NKEYS: the -D settings of a workload
   case $1 in
     new | claim) wvars=(-D scope=new -D req="$BODY") ;;
-    replay) wvars=(-D scope=fin -D req="$BODY" -D nkeys="$2") ;;
+    replay | recent) wvars=(-D scope=fin -D req="$BODY" -D nkeys="$2") ;;
     busy) wvars=(-D scope=busy -D req="$BODY" -D nkeys="$2") ;;
     mismatch) wvars=(-D scope=fin -D req="$BODY2" -D nkeys="$2") ;;
   esac
@@ -239,12 +241,15 @@ sweep_while_claiming() {
     before=$(sql -c "SELECT coalesce(removed_since_start, 0) FROM idem_sweep_status()")
     t0=$(date +%s.%N)
     sql -c "ALTER SYSTEM SET idem_keys.sweep_enabled = on" -c "SELECT pg_reload_conf()" >/dev/null
+    # Polled twice a second, each poll a new connection: ten a second cost enough CPU on 2 cores to show in
+    # the claims' p99. The sweep's end is the sweeper's own record of it, not the poll that saw it.
     until (($(sql -c "SELECT coalesce(removed_since_start, 0) - $before FROM idem_sweep_status()") >= SWEEP_KEYS)); do
-      sleep 0.1
+      sleep 0.5
       waited=$((waited + 1))
-      ((waited < 6000)) || fail "the sweeper did not delete $SWEEP_KEYS keys in 10 minutes"
+      ((waited < 1200)) || fail "the sweeper did not delete $SWEEP_KEYS keys in 10 minutes"
     done
-    t1=$(date +%s.%N)
+    t1=$(sql -c "SELECT extract(epoch FROM last_sweep_at) FROM idem_sweep_status() WHERE last_sweep_removed = $SWEEP_KEYS")
+    [ -n "$t1" ] || fail "the sweeper took more than one pass over the $SWEEP_KEYS keys"
     deleted=$(sql -c "SELECT removed_since_start - $before FROM idem_sweep_status()")
     sql -c "ALTER SYSTEM RESET idem_keys.sweep_enabled" -c "SELECT pg_reload_conf()" >/dev/null
   else
@@ -275,7 +280,9 @@ if ((SWEEP_KEYS > 0)); then
   fact sweep_note "batches of idem_keys.sweep_batch_size = $batch; the worker commits each, the call runs them all in one transaction"
 fi
 
-# --- growth: the new-key and replay cycles with more and more keys stored (same keys in all three tables)
+# --- growth: the new-key and replay cycles with more and more keys stored (same keys in all three tables).
+# Replay twice: of any stored key (uniform: the worst case for memory) and of one of the newest 10 000 (what
+# a retry is: it follows its first attempt within minutes).
 if [ -n "$GROWTH" ]; then
   echo "=== growth: $GROWTH stored keys ($GROWTH_CLIENTS clients, sync off)"
   for c in "${contenders[@]}"; do sql -c "TRUNCATE ${TABLE[$c]}"; done
@@ -290,7 +297,7 @@ if [ -n "$GROWTH" ]; then
     done
     echo "  $size keys stored in each table (filled and vacuumed in $((SECONDS - step)) s)"
     for ((r = 1; r <= ROUNDS; r++)); do
-      for wl in new replay; do
+      for wl in new replay recent; do
         for i in 0 1 2; do
           measure growth $wl "${contenders[(i + r - 1) % 3]}" "$GROWTH_CLIENTS" off "$r" "$size" "$size"
         done

@@ -122,7 +122,9 @@ $$;
 -- Fills keys lo..hi of one scope in one contender's table, in one of the states the workloads need:
 --   finished: answered, replayable for 30 days; busy: claimed, lease for a day, unfinished;
 --   stale: claimed, lease ended a minute ago (its owner died); expired: answered, retention ended an hour ago.
--- Tokens are the key numbers (the sequence is moved past them afterwards), as if drawn in order.
+-- Tokens are the key numbers (the sequence is moved past them afterwards), as if drawn in order. The keys
+-- were written one after another over the hour before the last one: every timestamp of key i is moved back
+-- by (hi - i) steps of 1 hour / (hi - lo + 1), so no two keys share an expiry, as in a live table.
 CREATE PROCEDURE bench.populate(tbl regclass, kind text, scope text, lo bigint, hi bigint,
                                 request jsonb, response jsonb, headers jsonb)
 LANGUAGE plpgsql AS $$
@@ -130,6 +132,7 @@ DECLARE
     done boolean := kind IN ('finished', 'expired');
     ends timestamptz := now() + CASE kind WHEN 'busy' THEN interval '1 day' ELSE interval '-1 minute' END;
     expires timestamptz := now() + CASE kind WHEN 'expired' THEN interval '-1 hour' ELSE interval '30 days' END;
+    step interval := interval '1 hour' / (hi - lo + 1);
     seq regclass;
 BEGIN
     IF kind NOT IN ('finished', 'busy', 'stale', 'expired') THEN
@@ -138,11 +141,11 @@ BEGIN
     EXECUTE format($q$
         INSERT INTO %s (scope, key, fingerprint, token, attempt, created_at, claimed_at, lease_ends_at,
                         finished_at, expires_at, status_code, response, headers)
-        SELECT $1, i::text, $2, i, 1, now() - interval '1 hour', now() - interval '1 hour', $3,
-               CASE WHEN $4 THEN now() - interval '1 hour' END, CASE WHEN $4 THEN $5 END,
+        SELECT $1, i::text, $2, i, 1, now() - interval '1 hour' - back, now() - interval '1 hour' - back, $3 - back,
+               CASE WHEN $4 THEN now() - interval '1 hour' - back END, CASE WHEN $4 THEN $5 - back END,
                CASE WHEN $4 THEN 201 END, CASE WHEN $4 THEN $6 END, CASE WHEN $4 THEN $7 END
-          FROM generate_series($8, $9) i$q$, tbl)
-    USING scope, bench.fingerprint(tbl, request), ends, done, expires, response, headers, lo, hi;
+          FROM generate_series($8, $9) i, LATERAL (SELECT ($9 - i) * $10 AS back) b$q$, tbl)
+    USING scope, bench.fingerprint(tbl, request), ends, done, expires, response, headers, lo, hi, step;
     -- Fencing tokens must stay above every stored one, so a recovery always draws a larger token.
     seq := CASE tbl WHEN 'public.idem_keys'::regclass THEN 'public.idem_keys_token_seq'
                     WHEN 'bench_sql.keys'::regclass THEN 'bench_sql.keys_token_seq'

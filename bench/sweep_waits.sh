@@ -16,7 +16,7 @@ dir=$(mktemp -d /tmp/idem-sw.XXXXXX)
 trap 'bash scripts/cluster.sh stop "$dir"; rm -rf "$dir"' EXIT
 bash scripts/cluster.sh start "$dir" "$PORT" "shared_buffers = 2GB" "max_wal_size = 8GB" \
   "checkpoint_timeout = 30min" "log_min_messages = warning" "shared_preload_libraries = 'idem_keys'" \
-  "idem_keys.sweep_enabled = off" "idem_keys.sweep_interval = 1" "$@"
+  "idem_keys.sweep_enabled = off" "idem_keys.sweep_interval = 60" "$@"
 sql() { psql -X -q -At -v ON_ERROR_STOP=1 -h "$dir" -p "$PORT" -U postgres "$@"; }
 sql -f bench/schema.sql >/dev/null
 [ $# -eq 0 ] || echo "=== extra settings: $*"
@@ -38,18 +38,19 @@ before=$(sql -c "SELECT coalesce(removed_since_start, 0) FROM idem_sweep_status(
 ( i=0; until [ -e "$dir/done" ]; do i=$((i + 1)); claims 2 "$dir/during.$i"; done ) &
 claimers=$!
 sleep 1.5
-( until [ -e "$dir/done" ]; do
-    sql -c "SELECT coalesce(wait_event_type, 'CPU') || ':' || coalesce(wait_event, '-') FROM pg_stat_activity
-             WHERE application_name = 'pgbench' AND state = 'active'"
-  done >"$dir/waits" ) &
+# One connection samples every 10 ms (\watch: a transaction each, so it holds back no cleanup); a new
+# connection per sample would cost enough CPU on 2 cores to slow the claims it samples.
+echo "SELECT coalesce(wait_event_type, 'CPU') || ':' || coalesce(wait_event, '-') FROM pg_stat_activity
+       WHERE application_name = 'pgbench' AND state = 'active' \\watch 0.01" |
+  psql -X -q -At -h "$dir" -p "$PORT" -U postgres >"$dir/waits" &
 sampler=$!
 t0=$(date +%s.%N)
 sql -c "ALTER SYSTEM SET idem_keys.sweep_enabled = on" -c "SELECT pg_reload_conf()" >/dev/null
-until (($(sql -c "SELECT coalesce(removed_since_start, 0) - $before FROM idem_sweep_status()") >= N)); do sleep 0.1; done
-t1=$(date +%s.%N)
+until (($(sql -c "SELECT coalesce(removed_since_start, 0) - $before FROM idem_sweep_status()") >= N)); do sleep 0.5; done
+t1=$(sql -c "SELECT extract(epoch FROM last_sweep_at) FROM idem_sweep_status()")
 sleep 0.5
 touch "$dir/done"
-wait $claimers $sampler
+kill $sampler; wait $claimers
 echo "=== the worker swept $N keys in $(python3 -c "print(f'{$t1 - $t0:.1f}')") s; claims meanwhile: $(latency "$dir/during" --window "$t0" "$t1")"
-echo "=== what active claims waited on during the sweep ($(wc -l <"$dir/waits") samples):"
-sort "$dir/waits" | uniq -c | sort -rn | head -8
+echo "=== what active claims waited on during the sweep ($(grep -c . "$dir/waits") samples of active claims):"
+grep . "$dir/waits" | sort | uniq -c | sort -rn | head -8

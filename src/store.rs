@@ -133,17 +133,30 @@ impl Stmt {
                    FROM idem_keys
                   WHERE scope = $1 AND key = $2 AND (finished_at IS NULL OR expires_at > $3)"
             }
+            // Oldest first, through the partial index: the ORDER BY keeps the planner off a sequential scan,
+            // which with a LIMIT would walk every row the earlier batches deleted (or a whole table of live
+            // keys) on each batch. $3 is where the previous batch of the same sweep ended, so a sweep that
+            // runs in one transaction, where its own deleted rows cannot be marked dead in the index yet,
+            // does not step over them again on every batch.
             Stmt::SweepFinished => {
-                "DELETE FROM idem_keys WHERE ctid = ANY (ARRAY(
-                   SELECT ctid FROM idem_keys WHERE finished_at IS NOT NULL AND expires_at <= $1
-                    LIMIT $2 FOR UPDATE SKIP LOCKED))
-                   AND finished_at IS NOT NULL AND expires_at <= $1"
+                "WITH gone AS (
+                   DELETE FROM idem_keys WHERE ctid = ANY (ARRAY(
+                     SELECT ctid FROM idem_keys
+                      WHERE finished_at IS NOT NULL AND expires_at <= $1 AND expires_at >= $3
+                      ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED))
+                     AND finished_at IS NOT NULL AND expires_at <= $1
+                   RETURNING expires_at)
+                 SELECT count(*), max(expires_at) FROM gone"
             }
             Stmt::SweepAbandoned => {
-                "DELETE FROM idem_keys WHERE ctid = ANY (ARRAY(
-                   SELECT ctid FROM idem_keys WHERE finished_at IS NULL AND lease_ends_at <= $1
-                    LIMIT $2 FOR UPDATE SKIP LOCKED))
-                   AND finished_at IS NULL AND lease_ends_at <= $1"
+                "WITH gone AS (
+                   DELETE FROM idem_keys WHERE ctid = ANY (ARRAY(
+                     SELECT ctid FROM idem_keys
+                      WHERE finished_at IS NULL AND lease_ends_at <= $1 AND lease_ends_at >= $3
+                      ORDER BY lease_ends_at LIMIT $2 FOR UPDATE SKIP LOCKED))
+                     AND finished_at IS NULL AND lease_ends_at <= $1
+                   RETURNING lease_ends_at)
+                 SELECT count(*), max(lease_ends_at) FROM gone"
             }
         }
     }
@@ -158,7 +171,7 @@ impl Stmt {
             Stmt::Release => &[TEXT, TEXT, INT8],
             Stmt::Lookup | Stmt::Owner => &[TEXT, TEXT, TSTZ],
             Stmt::Checkpoint => &[TEXT, TEXT, INT8, TEXT, JSONB],
-            Stmt::SweepFinished | Stmt::SweepAbandoned => &[TSTZ, INT4],
+            Stmt::SweepFinished | Stmt::SweepAbandoned => &[TSTZ, INT4, TSTZ],
         }
     }
 

@@ -179,13 +179,15 @@ fn shutdown_requested() -> bool {
 fn sweep_database(database: &str) -> Option<bool> {
     let mut removed = 0;
     let mut longest_batch = 0;
+    let mut cursor = crate::api::SweepCursor::default();
     loop {
         if shutdown_requested() {
             break;
         }
-        match sweep_one_batch() {
+        match sweep_one_batch(cursor) {
             Ok(None) => return Some(false),
-            Ok(Some(batch)) => {
+            Ok(Some((batch, moved))) => {
+                cursor = moved;
                 removed += batch.deleted();
                 longest_batch = longest_batch.max(batch.micros);
                 if !batch.full {
@@ -205,7 +207,9 @@ fn sweep_database(database: &str) -> Option<bool> {
 
 /// One batch in its own transaction, with search_path pointing at wherever the extension lives. Ok(None)
 /// when the extension is not installed in this database.
-fn sweep_one_batch() -> Result<Option<crate::api::Batch>, String> {
+fn sweep_one_batch(
+    cursor: crate::api::SweepCursor,
+) -> Result<Option<(crate::api::Batch, crate::api::SweepCursor)>, String> {
     PgTryBuilder::new(|| {
         Ok(BackgroundWorker::transaction(|| {
             let schema_path: Result<Option<String>, _> = Spi::get_one(
@@ -214,7 +218,11 @@ fn sweep_one_batch() -> Result<Option<crate::api::Batch>, String> {
                   WHERE e.extname = 'idem_keys'",
             );
             match schema_path {
-                Ok(Some(_)) => Some(crate::api::sweep_batch(guc::sweep_batch_size())),
+                Ok(Some(_)) => {
+                    let mut moved = cursor;
+                    let batch = crate::api::sweep_batch(guc::sweep_batch_size(), &mut moved);
+                    Some((batch, moved))
+                }
                 _ => None,
             }
         }))

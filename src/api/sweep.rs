@@ -16,10 +16,11 @@ fn idem_sweep(batch_size: default!(Option<i32>, "NULL")) -> i64 {
         Some(size) => size,
         None => crate::guc::sweep_batch_size(),
     };
+    let mut cursor = SweepCursor::default();
     let mut deleted = 0;
     let mut longest_batch = 0;
     loop {
-        let batch = sweep_batch(batch_size);
+        let batch = sweep_batch(batch_size, &mut cursor);
         longest_batch = longest_batch.max(batch.micros);
         deleted += batch.deleted();
         if !batch.full {
@@ -44,29 +45,48 @@ impl Batch {
     }
 }
 
+/// Where one sweep got to: the latest expiry and lease end its batches deleted. The next batch starts
+/// there instead of at the oldest index entry. A row left behind (locked by a claim taking it over when
+/// its batch ran) is still expired at the next sweep, which starts from the beginning.
+#[derive(Clone, Copy)]
+pub struct SweepCursor {
+    finished_from: i64,
+    abandoned_from: i64,
+}
+
+impl Default for SweepCursor {
+    fn default() -> Self {
+        // timestamptz '-infinity'
+        SweepCursor {
+            finished_from: i64::MIN,
+            abandoned_from: i64::MIN,
+        }
+    }
+}
+
 /// One batch: at most `batch_size` expired answers and at most `batch_size` abandoned claims.
-pub fn sweep_batch(batch_size: i32) -> Batch {
+pub fn sweep_batch(batch_size: i32, cursor: &mut SweepCursor) -> Batch {
     let now = store::clock_now();
     let abandoned_before = now.saturating_sub(crate::guc::abandon_after_micros());
     store::with_spi(|client| {
-        let finished = store::run(
-            client,
-            Stmt::SweepFinished,
-            &[store::timestamptz(now), store::int4(batch_size)],
-        );
-        let abandoned = store::run(
-            client,
-            Stmt::SweepAbandoned,
-            &[
-                store::timestamptz(abandoned_before),
-                store::int4(batch_size),
-            ],
-        );
-        let limit = batch_size as usize;
+        let delete = |stmt, before, from: &mut i64| {
+            let gone = store::run(
+                client,
+                stmt,
+                &[store::timestamptz(before), store::int4(batch_size), store::timestamptz(*from)],
+            );
+            if let Some(last) = store::timestamp(&gone, 2) {
+                *from = last;
+            }
+            store::value::<i64>(&gone, 1).unwrap_or_default()
+        };
+        let finished = delete(Stmt::SweepFinished, now, &mut cursor.finished_from);
+        let abandoned = delete(Stmt::SweepAbandoned, abandoned_before, &mut cursor.abandoned_from);
+        let limit = batch_size as i64;
         Batch {
-            finished: finished.len() as i64,
-            abandoned: abandoned.len() as i64,
-            full: finished.len() >= limit || abandoned.len() >= limit,
+            finished,
+            abandoned,
+            full: finished >= limit || abandoned >= limit,
             micros: store::clock_now() - now,
         }
     })

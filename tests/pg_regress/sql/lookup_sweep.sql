@@ -22,3 +22,27 @@ SELECT key FROM idem_keys ORDER BY key;
 SELECT in_progress, stale, finished, expired, oldest_in_progress_age IS NULL AS none_in_progress,
        table_bytes > 0 AS has_size FROM idem_stats();
 RESET idem_keys.abandon_after;
+-- A backlog swept in one call, batch by batch. Each batch starts where the previous one ended, so keys that
+-- expired at the same instant as the end of a batch must still be deleted by the next one: three finished
+-- keys share one expiry, two another, and three abandoned claims share one lease end, across batches of 2.
+DO $$
+DECLARE
+    t bigint;
+BEGIN
+    FOR i IN 1..7 LOOP
+        t := (idem_claim('backlog', 'f' || i, '{}'::jsonb)).token;
+        PERFORM idem_finish('backlog', 'f' || i, t, 200, '{}'::jsonb);
+    END LOOP;
+    FOR i IN 1..4 LOOP
+        PERFORM idem_claim('backlog', 'u' || i, '{}'::jsonb);
+    END LOOP;
+END $$;
+UPDATE idem_keys SET expires_at = CASE WHEN key IN ('f1', 'f2', 'f3') THEN now() - interval '1 hour'
+                                       WHEN key IN ('f4', 'f5') THEN now() - interval '10 minutes'
+                                       WHEN key = 'f6' THEN now() - interval '1 minute'
+                                       ELSE expires_at END
+ WHERE scope = 'backlog' AND key LIKE 'f%';
+UPDATE idem_keys SET lease_ends_at = now() - interval '10 days'
+ WHERE scope = 'backlog' AND key IN ('u1', 'u2', 'u3');
+SELECT idem_sweep(batch_size => 2) AS swept;
+SELECT key FROM idem_keys WHERE scope = 'backlog' ORDER BY key;
