@@ -187,9 +187,9 @@ def targets(med, facts):
                      f"{min(r[2] for r in replay):.2f}× to {max(r[2] for r in replay):.2f}× "
                      f"(lowest: clients = {worst[0]}, sync {worst[1]})",
                      "met" if worst[2] >= 1.3 else "**not met**"))
-    without = find(med, "sweep", "claim_without")
     for how, label in SWEEPS:
         during = find(med, "sweep", f"claim_during_{how}")
+        without = find(med, "sweep", f"claim_without_{how}")
         if during and without:
             r = ratio(during["p99"], without["p99"])
             rows.append((f"sweep of {int(facts.get(f'sweep_deleted_{how}', 0)):,} keys by {label}: "
@@ -293,11 +293,11 @@ def cmd_render(args):
         lines += ["", "## Growth", ""] + growth
     if any(f"sweep_seconds_{how}" in facts for how, _ in SWEEPS):
         lines += ["", "## Sweep", "", f"Expired keys deleted while new-key claims arrive ({facts.get('sweep_note', '')}).", ""]
-        v = find(med, "sweep", "claim_without")
-        if v:
-            lines.append(f"- claims without a sweep: {v['tps']:.0f}/s, p50 {v['p50']:.2f} ms, p99 {v['p99']:.2f} ms")
         for how, label in SWEEPS:
-            v = find(med, "sweep", f"claim_during_{how}")
+            w, v = find(med, "sweep", f"claim_without_{how}"), find(med, "sweep", f"claim_during_{how}")
+            if w:
+                lines.append(f"- claims right before {label}'s sweep, without one: {w['tps']:.0f}/s, "
+                             f"p50 {w['p50']:.2f} ms, p99 {w['p99']:.2f} ms")
             if v and f"sweep_seconds_{how}" in facts:
                 lines.append(f"- {label} deleted {int(facts[f'sweep_deleted_{how}']):,} keys in "
                              f"{float(facts[f'sweep_seconds_{how}']):.1f} s; claims meanwhile: "

@@ -226,6 +226,10 @@ sweep_while_claiming() {
   local how=$1 flag=$dir/sweep.$1.done before deleted t0 t1 waited=0
   populate idem expired expired 1 "$SWEEP_KEYS"
   vacuum_all
+  # The same claims without a sweep, right before this one: on this machine the claims' p99 alone drifts
+  # by 2-5x from minute to minute (2.1 to 10 ms in full runs), so each sweep is held against its own.
+  pgb "claims without sweep" "${claim[@]}" -T "$SWEEP_BASE_SECONDS" -l --log-prefix="$dir/logs/alone-$how"
+  record sweep "claim_without_$how" idem $SWEEP_CLIENTS on 1 "$SWEEP_KEYS" "$dir/logs/alone-$how"
   # Claims in short pgbench runs until the sweep is over; their logs are cut to the sweep's window.
   (
     i=0
@@ -272,8 +276,6 @@ if ((SWEEP_KEYS > 0)); then
   echo "=== sweep of $SWEEP_KEYS expired keys (claims at $SWEEP_RATE/s from $SWEEP_CLIENTS clients, sync on)"
   workload_vars claim 0
   claim=($SWEEP_CLIENTS on "$dir/scripts/idem-claim.pgbench" "${wvars[@]}" -R $SWEEP_RATE)
-  pgb "claims without sweep" "${claim[@]}" -T "$SWEEP_BASE_SECONDS" -l --log-prefix="$dir/logs/alone"
-  record sweep claim_without idem $SWEEP_CLIENTS on 1 "$SWEEP_KEYS" "$dir/logs/alone"
   batch=$(sql -c 'SHOW idem_keys.sweep_batch_size')
   sweep_while_claiming worker
   sweep_while_claiming call
