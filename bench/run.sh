@@ -7,8 +7,9 @@
 # Knobs (environment), e.g. a partial run that leaves docs/ alone:
 #   BENCH_WORKLOADS=replay BENCH_CLIENTS=8 BENCH_SYNC=off BENCH_ROUNDS=1 BENCH_GROWTH= BENCH_SWEEP_KEYS=0 \
 #     BENCH_DOCS=/tmp/bench-docs bash bench/run.sh
-# Two follow-ups for what the rounds here cannot resolve: bench/ab.sh (alternating pairs of two variants of
-# the new-key cycle, for gaps of a few per cent) and bench/sweep_waits.sh (what claims wait on during a sweep).
+# Follow-ups for what the rounds here cannot resolve: bench/ab.sh (alternating pairs of two variants of
+# the new-key cycle, for gaps of a few per cent), bench/sweep_waits.sh (what claims wait on during a sweep) and
+# bench/one_call_sweep.sh (one idem_sweep() call on a fresh server, timed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=full
