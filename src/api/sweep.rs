@@ -73,7 +73,11 @@ pub fn sweep_batch(batch_size: i32, cursor: &mut SweepCursor) -> Batch {
             let gone = store::run(
                 client,
                 stmt,
-                &[store::timestamptz(before), store::int4(batch_size), store::timestamptz(*from)],
+                &[
+                    store::timestamptz(before),
+                    store::int4(batch_size),
+                    store::timestamptz(*from),
+                ],
             );
             if let Some(last) = store::timestamp(&gone, 2) {
                 *from = last;
@@ -81,7 +85,11 @@ pub fn sweep_batch(batch_size: i32, cursor: &mut SweepCursor) -> Batch {
             store::value::<i64>(&gone, 1).unwrap_or_default()
         };
         let finished = delete(Stmt::SweepFinished, now, &mut cursor.finished_from);
-        let abandoned = delete(Stmt::SweepAbandoned, abandoned_before, &mut cursor.abandoned_from);
+        let abandoned = delete(
+            Stmt::SweepAbandoned,
+            abandoned_before,
+            &mut cursor.abandoned_from,
+        );
         let limit = batch_size as i64;
         Batch {
             finished,
