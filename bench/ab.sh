@@ -13,15 +13,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 A=${AB_A:-idem} B=${AB_B:-sql}
 CLIENTS=${AB_CLIENTS:-1} PAIRS=${AB_PAIRS:-10} SECS=${AB_SECONDS:-4} SYNC=${AB_SYNC:-off}
-PORT=${AB_PORT:-25442}
 source bench/common.sh
 
-dir=$(mktemp -d /tmp/idem-ab.XXXXXX)
-trap 'bash scripts/cluster.sh stop "$dir"; rm -rf "$dir"' EXIT
-bash scripts/cluster.sh start "$dir" "$PORT" "shared_buffers = 1GB" "max_wal_size = 8GB" \
-  "checkpoint_timeout = 30min" "log_min_messages = warning"
-sql() { psql -X -q -At -v ON_ERROR_STOP=1 -h "$dir" -p "$PORT" -U postgres "$@"; }
-sql -f bench/schema.sql >/dev/null
+start_server ab "${AB_PORT:-25442}" "shared_buffers = 1GB"
 for c in "$A" "$B"; do
   { echo '\set key random(1, 9000000000000000000)'; cat "bench/scripts/$c/claim.pgbench" "bench/scripts/$c/finish.pgbench"; } \
     >"$dir/$c.pgbench"

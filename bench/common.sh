@@ -1,5 +1,5 @@
-# Shared by bench/run.sh, bench/ab.sh and bench/sweep_waits.sh (sourced): the pgbench binary, and the
-# payloads every contender sends.
+# Shared by the bench scripts (sourced): the pgbench binary, the payloads every contender sends, a
+# throwaway server with the bench schema, and filling it with expired keys.
 # shellcheck shell=bash disable=SC2034
 PGBENCH=/usr/lib/postgresql/15/bin/pgbench
 
@@ -8,3 +8,24 @@ BODY='{"amount": 1000, "currency": "EUR", "customer": "cus_9s6XKzkNRiz8i3", "des
 BODY2='{"amount": 2000, "currency": "EUR", "customer": "cus_9s6XKzkNRiz8i3", "description": "Order 4711"}'
 RESP='{"id": "ch_3MmlLrLkdIwHu7ix0snN0B15", "object": "charge", "amount": 1000, "currency": "eur", "paid": true, "status": "succeeded", "receipt_url": "https://pay.example.com/receipts/acct_1/ch_3MmlLrLkdIwHu7ix0snN0B15"}'
 HDRS='{"Location": "/v1/charges/ch_3MmlLrLkdIwHu7ix0snN0B15"}'
+
+# start_server TAG PORT [postgresql.conf line ...]: a throwaway server in $dir (removed on exit) with the
+# bench schema loaded, and sql() to talk to it. Later lines override the defaults here.
+start_server() {
+  local tag=$1
+  PORT=$2
+  shift 2
+  dir=$(mktemp -d "/tmp/idem-$tag.XXXXXX") # short: it holds the server's Unix socket
+  trap 'bash scripts/cluster.sh stop "$dir"; rm -rf "$dir"' EXIT
+  bash scripts/cluster.sh start "$dir" "$PORT" "shared_buffers = 2GB" "max_wal_size = 8GB" \
+    "checkpoint_timeout = 30min" "log_min_messages = warning" "$@"
+  sql -f bench/schema.sql >/dev/null
+}
+sql() { psql -X -q -At -v ON_ERROR_STOP=1 -h "$dir" -p "$PORT" -U postgres "$@"; }
+
+# fill_expired N: N finished keys of scope 'expired' in idem_keys whose retention ended, ready for a sweep.
+fill_expired() {
+  sql -v n="$1" -v req="$BODY" -v resp="$RESP" -v hdrs="$HDRS" <<'SQL'
+CALL bench.populate('public.idem_keys', 'expired', 'expired', 1, :n, :'req', :'resp', :'hdrs');
+SQL
+}

@@ -6,17 +6,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/common.sh
-dir=$(mktemp -d /tmp/idem-oc.XXXXXX); PORT=${ONE_CALL_PORT:-25445}
-trap 'bash scripts/cluster.sh stop "$dir"; rm -rf "$dir"' EXIT
-bash scripts/cluster.sh start "$dir" "$PORT" "shared_buffers = 2GB" "max_wal_size = 8GB" "checkpoint_timeout = 30min" "log_min_messages = warning"
-sql() { psql -X -q -At -v ON_ERROR_STOP=1 -h "$dir" -p "$PORT" -U postgres "$@"; }
-sql -f bench/schema.sql >/dev/null
+start_server oc "${ONE_CALL_PORT:-25445}"
 for n in 200000 1000000; do
   for shape in distinct shared; do
     sql -c "TRUNCATE idem_keys"
-    sql -v n="$n" -v req="$BODY" -v resp="$RESP" -v hdrs="$HDRS" <<'SQL'
-CALL bench.populate('public.idem_keys', 'expired', 'expired', 1, :n, :'req', :'resp', :'hdrs');
-SQL
+    fill_expired "$n"
     [ $shape = distinct ] || sql -c "UPDATE idem_keys SET expires_at = now() - interval '1 hour'" -c "VACUUM FULL idem_keys"
     sql -c "VACUUM ANALYZE idem_keys" -c CHECKPOINT
     t0=$(date +%s.%N); got=$(sql -c "SELECT idem_sweep()"); t1=$(date +%s.%N)

@@ -53,7 +53,6 @@ cleanup() {
 }
 trap cleanup EXIT
 fail() { echo "bench: FAILED: $*" >&2; exit 1; }
-sql() { psql -X -q -At -v ON_ERROR_STOP=1 -h "$dir" -p "$PORT" -U postgres "$@"; }
 
 if [ $mode = full ] && ! bench/.venv/bin/python -c 'import matplotlib' 2>/dev/null; then
   # Before the hour of measuring, not after it: the charts need matplotlib. Debian's python3 needs

@@ -9,16 +9,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${SWEEP_KEYS:-1000000}
-PORT=${SWEEP_PORT:-25443}
 source bench/common.sh
 
-dir=$(mktemp -d /tmp/idem-sw.XXXXXX)
-trap 'bash scripts/cluster.sh stop "$dir"; rm -rf "$dir"' EXIT
-bash scripts/cluster.sh start "$dir" "$PORT" "shared_buffers = 2GB" "max_wal_size = 8GB" \
-  "checkpoint_timeout = 30min" "log_min_messages = warning" "shared_preload_libraries = 'idem_keys'" \
+start_server sw "${SWEEP_PORT:-25443}" "shared_preload_libraries = 'idem_keys'" \
   "idem_keys.sweep_enabled = off" "idem_keys.sweep_interval = 60" "$@"
-sql() { psql -X -q -At -v ON_ERROR_STOP=1 -h "$dir" -p "$PORT" -U postgres "$@"; }
-sql -f bench/schema.sql >/dev/null
 [ $# -eq 0 ] || echo "=== extra settings: $*"
 { echo '\set key random(1, 9000000000000000000)'; cat bench/scripts/idem/claim.pgbench; } >"$dir/claim.pgbench"
 claims() { # SECONDS LOG_PREFIX
@@ -27,9 +21,7 @@ claims() { # SECONDS LOG_PREFIX
 }
 latency() { python3 bench/report.py stats "$@" | awk '{printf "%d claims, p50 %.2f ms, p99 %.2f ms", $1, $2, $3}'; }
 
-sql -v n="$N" -v req="$BODY" -v resp="$RESP" -v hdrs="$HDRS" <<'SQL'
-CALL bench.populate('public.idem_keys', 'expired', 'expired', 1, :n, :'req', :'resp', :'hdrs');
-SQL
+fill_expired "$N"
 sql -c "VACUUM ANALYZE idem_keys" -c CHECKPOINT
 claims 10 "$dir/alone"
 echo "=== claims alone: $(latency "$dir/alone")"

@@ -29,6 +29,43 @@ macro_rules! key_columns {
     };
 }
 
+/// One sweep batch of rows whose `finished_at IS $done` and whose `$column` is past $1: oldest first, through
+/// that column's partial index. The ORDER BY keeps the planner off a sequential scan, which with a LIMIT would
+/// walk every row the earlier batches deleted (or a whole table of live keys) on each batch. $3 is where the
+/// previous batch of the same sweep ended, so a sweep that runs in one transaction, where its own deleted rows
+/// cannot be marked dead in the index yet, does not step over them again on every batch. Returns the count
+/// and the latest `$column` deleted.
+macro_rules! sweep_statement {
+    ($done:literal, $column:literal) => {
+        concat!(
+            "WITH gone AS (
+               DELETE FROM idem_keys WHERE ctid = ANY (ARRAY(
+                 SELECT ctid FROM idem_keys
+                  WHERE finished_at IS ",
+            $done,
+            " AND ",
+            $column,
+            " <= $1 AND ",
+            $column,
+            " >= $3
+                  ORDER BY ",
+            $column,
+            " LIMIT $2 FOR UPDATE SKIP LOCKED))
+                 AND finished_at IS ",
+            $done,
+            " AND ",
+            $column,
+            " <= $1
+               RETURNING ",
+            $column,
+            ")
+             SELECT count(*), max(",
+            $column,
+            ") FROM gone"
+        )
+    };
+}
+
 #[derive(Clone, Copy)]
 pub enum Stmt {
     /// Insert the key, or else read the row as this statement's snapshot sees it: one statement for both the
@@ -133,31 +170,8 @@ impl Stmt {
                    FROM idem_keys
                   WHERE scope = $1 AND key = $2 AND (finished_at IS NULL OR expires_at > $3)"
             }
-            // Oldest first, through the partial index: the ORDER BY keeps the planner off a sequential scan,
-            // which with a LIMIT would walk every row the earlier batches deleted (or a whole table of live
-            // keys) on each batch. $3 is where the previous batch of the same sweep ended, so a sweep that
-            // runs in one transaction, where its own deleted rows cannot be marked dead in the index yet,
-            // does not step over them again on every batch.
-            Stmt::SweepFinished => {
-                "WITH gone AS (
-                   DELETE FROM idem_keys WHERE ctid = ANY (ARRAY(
-                     SELECT ctid FROM idem_keys
-                      WHERE finished_at IS NOT NULL AND expires_at <= $1 AND expires_at >= $3
-                      ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED))
-                     AND finished_at IS NOT NULL AND expires_at <= $1
-                   RETURNING expires_at)
-                 SELECT count(*), max(expires_at) FROM gone"
-            }
-            Stmt::SweepAbandoned => {
-                "WITH gone AS (
-                   DELETE FROM idem_keys WHERE ctid = ANY (ARRAY(
-                     SELECT ctid FROM idem_keys
-                      WHERE finished_at IS NULL AND lease_ends_at <= $1 AND lease_ends_at >= $3
-                      ORDER BY lease_ends_at LIMIT $2 FOR UPDATE SKIP LOCKED))
-                     AND finished_at IS NULL AND lease_ends_at <= $1
-                   RETURNING lease_ends_at)
-                 SELECT count(*), max(lease_ends_at) FROM gone"
-            }
+            Stmt::SweepFinished => sweep_statement!("NOT NULL", "expires_at"),
+            Stmt::SweepAbandoned => sweep_statement!("NULL", "lease_ends_at"),
         }
     }
 

@@ -186,8 +186,8 @@ fn sweep_database(database: &str) -> Option<bool> {
         }
         match sweep_one_batch(cursor) {
             Ok(None) => return Some(false),
-            Ok(Some((batch, moved))) => {
-                cursor = moved;
+            Ok(Some(batch)) => {
+                cursor = batch.next;
                 removed += batch.deleted();
                 longest_batch = longest_batch.max(batch.micros);
                 if !batch.full {
@@ -207,9 +207,7 @@ fn sweep_database(database: &str) -> Option<bool> {
 
 /// One batch in its own transaction, with search_path pointing at wherever the extension lives. Ok(None)
 /// when the extension is not installed in this database.
-fn sweep_one_batch(
-    cursor: crate::api::SweepCursor,
-) -> Result<Option<(crate::api::Batch, crate::api::SweepCursor)>, String> {
+fn sweep_one_batch(from: crate::api::SweepCursor) -> Result<Option<crate::api::Batch>, String> {
     PgTryBuilder::new(|| {
         Ok(BackgroundWorker::transaction(|| {
             let schema_path: Result<Option<String>, _> = Spi::get_one(
@@ -218,11 +216,7 @@ fn sweep_one_batch(
                   WHERE e.extname = 'idem_keys'",
             );
             match schema_path {
-                Ok(Some(_)) => {
-                    let mut moved = cursor;
-                    let batch = crate::api::sweep_batch(guc::sweep_batch_size(), &mut moved);
-                    Some((batch, moved))
-                }
+                Ok(Some(_)) => Some(crate::api::sweep_batch(guc::sweep_batch_size(), from)),
                 _ => None,
             }
         }))

@@ -20,7 +20,8 @@ fn idem_sweep(batch_size: default!(Option<i32>, "NULL")) -> i64 {
     let mut deleted = 0;
     let mut longest_batch = 0;
     loop {
-        let batch = sweep_batch(batch_size, &mut cursor);
+        let batch = sweep_batch(batch_size, cursor);
+        cursor = batch.next;
         longest_batch = longest_batch.max(batch.micros);
         deleted += batch.deleted();
         if !batch.full {
@@ -37,6 +38,8 @@ pub struct Batch {
     pub full: bool,
     /// How long the two statements took (the sweep record's longest batch).
     pub micros: i64,
+    /// Where the next batch of the same sweep starts.
+    pub next: SweepCursor,
 }
 
 impl Batch {
@@ -64,38 +67,38 @@ impl Default for SweepCursor {
     }
 }
 
-/// One batch: at most `batch_size` expired answers and at most `batch_size` abandoned claims.
-pub fn sweep_batch(batch_size: i32, cursor: &mut SweepCursor) -> Batch {
+/// One batch from `from`: at most `batch_size` expired answers and at most `batch_size` abandoned claims.
+pub fn sweep_batch(batch_size: i32, from: SweepCursor) -> Batch {
     let now = store::clock_now();
     let abandoned_before = now.saturating_sub(crate::guc::abandon_after_micros());
     store::with_spi(|client| {
-        let delete = |stmt, before, from: &mut i64| {
+        // (rows deleted, the latest timestamp among them or `from` when none)
+        let delete = |stmt, before, from: i64| {
             let gone = store::run(
                 client,
                 stmt,
                 &[
                     store::timestamptz(before),
                     store::int4(batch_size),
-                    store::timestamptz(*from),
+                    store::timestamptz(from),
                 ],
             );
-            if let Some(last) = store::timestamp(&gone, 2) {
-                *from = last;
-            }
-            store::value::<i64>(&gone, 1).unwrap_or_default()
+            let count = store::value::<i64>(&gone, 1).unwrap_or_default();
+            (count, store::timestamp(&gone, 2).unwrap_or(from))
         };
-        let finished = delete(Stmt::SweepFinished, now, &mut cursor.finished_from);
-        let abandoned = delete(
-            Stmt::SweepAbandoned,
-            abandoned_before,
-            &mut cursor.abandoned_from,
-        );
+        let (finished, finished_from) = delete(Stmt::SweepFinished, now, from.finished_from);
+        let (abandoned, abandoned_from) =
+            delete(Stmt::SweepAbandoned, abandoned_before, from.abandoned_from);
         let limit = batch_size as i64;
         Batch {
             finished,
             abandoned,
             full: finished >= limit || abandoned >= limit,
             micros: store::clock_now() - now,
+            next: SweepCursor {
+                finished_from,
+                abandoned_from,
+            },
         }
     })
 }
