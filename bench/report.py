@@ -42,7 +42,8 @@ METHOD = """## How it is measured
 GROWTH_WORKLOADS = ("new", "replay", "recent")
 GROWTH_LABEL = {"new": "new key", "replay": "replay (any key)", "recent": "replay of a recent key"}
 # The two ways the sweep section deletes expired keys: (fact/workload suffix, label).
-SWEEPS = (("worker", "the background worker"), ("call", "one idem_sweep() call"))
+SWEEPS = (("worker", "the background worker"), ("paced", "CALL idem_sweep_paced() (pg_cron)"),
+          ("call", "one idem_sweep() call"))
 KEEP_MARK = "<!-- Everything below this line is kept when the harness rewrites this file. -->"
 
 

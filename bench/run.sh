@@ -218,10 +218,10 @@ for sync in $SYNCS; do
   done
 done
 
-# --- sweep: expired keys deleted while claims arrive at a fixed rate, against the same claims alone. Twice:
-# by the background worker (one transaction per batch: the recommended path), and by one idem_sweep() call
-# (one transaction: what a pg_cron job runs).
-# sweep_while_claiming HOW (worker|call): fills SWEEP_KEYS expired keys, sweeps them, records the claims.
+# --- sweep: expired keys deleted while claims arrive at a fixed rate, against the same claims alone. Three
+# times: by the background worker and by CALL idem_sweep_paced() (the pg_cron way), both a transaction per
+# batch with idem_keys.sweep_delay between, and by one idem_sweep() call (one transaction).
+# sweep_while_claiming HOW (worker|paced|call): fills SWEEP_KEYS expired keys, sweeps them, records the claims.
 sweep_while_claiming() {
   local how=$1 flag=$dir/sweep.$1.done before deleted t0 t1 waited=0
   populate idem expired expired 1 "$SWEEP_KEYS"
@@ -256,6 +256,10 @@ sweep_while_claiming() {
     [ -n "$t1" ] || fail "the sweeper took more than one pass over the $SWEEP_KEYS keys"
     deleted=$(sql -c "SELECT removed_since_start - $before FROM idem_sweep_status()")
     sql -c "ALTER SYSTEM RESET idem_keys.sweep_enabled" -c "SELECT pg_reload_conf()" >/dev/null
+  elif [ "$how" = paced ]; then
+    t0=$(date +%s.%N)
+    deleted=$(sql -c 'CALL idem_sweep_paced()')
+    t1=$(date +%s.%N)
   else
     t0=$(date +%s.%N)
     deleted=$(sql -c 'SELECT idem_sweep()')
@@ -276,10 +280,11 @@ if ((SWEEP_KEYS > 0)); then
   echo "=== sweep of $SWEEP_KEYS expired keys (claims at $SWEEP_RATE/s from $SWEEP_CLIENTS clients, sync on)"
   workload_vars claim 0
   claim=($SWEEP_CLIENTS on "$dir/scripts/idem-claim.pgbench" "${wvars[@]}" -R $SWEEP_RATE)
-  batch=$(sql -c 'SHOW idem_keys.sweep_batch_size')
+  batch=$(sql -c 'SHOW idem_keys.sweep_batch_size') delay=$(sql -c 'SHOW idem_keys.sweep_delay')
   sweep_while_claiming worker
+  sweep_while_claiming paced
   sweep_while_claiming call
-  fact sweep_note "batches of idem_keys.sweep_batch_size = $batch; the worker commits each, the call runs them all in one transaction"
+  fact sweep_note "batches of idem_keys.sweep_batch_size = $batch; the worker and CALL idem_sweep_paced() commit each and rest idem_keys.sweep_delay = $delay between them, one idem_sweep() call runs them all in one transaction"
 fi
 
 # --- growth: the new-key and replay cycles with more and more keys stored (same keys in all three tables).

@@ -71,13 +71,13 @@ SELECT 'and the next retry -> ' || (r).outcome || ' ' || (r).status_code || ' ' 
 \echo '  ' :step
 SQL
 
-say "6. Cleanup: answers are kept for idem_keys.retention (24 h); expired ones are swept in batches"
+say "6. Cleanup: answers are kept for idem_keys.retention (24 h); expired ones are swept in committed batches"
 psql_demo <<'SQL'
 SELECT (r).token AS t FROM (SELECT idem_claim('shop', 'pay-old', '{}'::jsonb) r) s \gset
 SELECT idem_finish('shop', 'pay-old', :t, 200, '{}'::jsonb, retention => '1 second') \gset
 SELECT pg_sleep(1.1) \gset
-SELECT idem_sweep() AS swept \gset
-\echo '   idem_sweep() deleted' :swept 'expired key(s). What is left:'
+CALL idem_sweep_paced() \gset
+\echo '   CALL idem_sweep_paced() (the pg_cron way: a commit per batch) deleted' :removed 'expired key(s). What is left:'
 \pset footer off
 SELECT in_progress, stale, finished, expired, pg_size_pretty(table_bytes) AS size FROM idem_stats();
 SQL

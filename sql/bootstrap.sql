@@ -58,6 +58,19 @@ CREATE TYPE @extschema@.idem_result AS (
     checkpoint_state jsonb
 );
 
+-- How far a paced sweep (CALL idem_sweep_paced()) got: the state it carries from one committed batch to the
+-- next, as idem_sweep_step's argument and result.
+CREATE TYPE @extschema@.idem_sweep_progress AS (
+    finished_from        timestamptz,
+    abandoned_from       timestamptz,
+    removed              bigint,
+    longest_batch_micros bigint,
+    done                 boolean
+);
+
+COMMENT ON TYPE @extschema@.idem_sweep_progress IS
+    'State of a paced sweep between its committed batches (idem_sweep_step): where the next batch starts, rows removed and the longest batch so far, and whether the sweep is done. NULL starts a new sweep.';
+
 COMMENT ON SEQUENCE @extschema@.idem_keys_token_seq IS
     'idem_keys: source of fencing tokens; monotonic across takeovers.';
 COMMENT ON TABLE @extschema@.idem_keys IS

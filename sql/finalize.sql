@@ -50,10 +50,44 @@ AS $$
       FROM keys, idem_sweep_status() AS s
 $$;
 
+-- The pg_cron way to sweep: a committed transaction per batch and idem_keys.sweep_delay between them, as the
+-- background worker does, so a backlog never becomes one long transaction and claims keep their latency.
+-- PL/pgSQL, because a procedure that commits needs a procedural language (pgrx functions cannot COMMIT).
+-- SECURITY INVOKER and no SET clause, because PostgreSQL refuses COMMIT in a procedure with either; so every
+-- name is schema-qualified. The rows are deleted by idem_sweep_step, which is SECURITY DEFINER.
+CREATE PROCEDURE @extschema@.idem_sweep_paced(
+    batch_size integer DEFAULT NULL, delay interval DEFAULT NULL, INOUT removed bigint DEFAULT NULL)
+LANGUAGE plpgsql
+AS $$
+DECLARE
+    progress @extschema@.idem_sweep_progress;
+    pause double precision;
+BEGIN
+    IF delay < interval '0' THEN
+        RAISE EXCEPTION 'idem_sweep_paced: delay must not be negative' USING ERRCODE = '22023',
+            HINT = 'Pass NULL for idem_keys.sweep_delay, or an interval such as ''5 milliseconds''.';
+    END IF;
+    LOOP
+        progress := @extschema@.idem_sweep_step(progress, batch_size);
+        COMMIT;
+        EXIT WHEN progress.done;
+        -- Read after the first step, which loaded the library that defines the setting.
+        pause := pg_catalog.date_part('epoch',
+            coalesce(delay, pg_catalog.current_setting('idem_keys.sweep_delay')::pg_catalog.interval));
+        IF pause > 0 THEN
+            PERFORM pg_catalog.pg_sleep(pause);
+        END IF;
+    END LOOP;
+    removed := progress.removed;
+END
+$$;
+
 -- The application verbs are callable by every role (SECURITY DEFINER: they need no table privilege).
 -- The maintenance and reporting functions see or delete every tenant's keys, so the administrator grants
 -- them on purpose, e.g. GRANT EXECUTE ON FUNCTION idem_sweep(integer) TO janitor.
 REVOKE ALL ON FUNCTION @extschema@.idem_sweep(integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION @extschema@.idem_sweep_step(@extschema@.idem_sweep_progress, integer) FROM PUBLIC;
+REVOKE ALL ON PROCEDURE @extschema@.idem_sweep_paced(integer, interval, bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION @extschema@.idem_stale(interval, integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION @extschema@.idem_stats() FROM PUBLIC;
 REVOKE ALL ON FUNCTION @extschema@.idem_sweep_status() FROM PUBLIC;
@@ -74,6 +108,10 @@ COMMENT ON FUNCTION @extschema@.idem_lookup(text, text) IS
     'Read a key without claiming it: replay or in_progress, or NULL when unknown or expired. Never returns the token.';
 COMMENT ON FUNCTION @extschema@.idem_sweep(integer) IS
     'Delete expired answers and claims abandoned past idem_keys.abandon_after, batch_size rows per statement; returns the count. Revoked from PUBLIC.';
+COMMENT ON FUNCTION @extschema@.idem_sweep_step(@extschema@.idem_sweep_progress, integer) IS
+    'One batch of idem_sweep_paced: deletes from where progress says (NULL: a new sweep) and returns where the next batch starts; done when the batch came back short (the sweep is then recorded). Revoked from PUBLIC.';
+COMMENT ON PROCEDURE @extschema@.idem_sweep_paced(integer, interval, bigint) IS
+    'Delete expired answers and abandoned claims like idem_sweep, but commit after every batch and rest delay (NULL: idem_keys.sweep_delay) between batches; returns the count in removed. For pg_cron: CALL idem_sweep_paced(). Not inside a transaction block (2D000). Needs EXECUTE on idem_sweep_step too. Revoked from PUBLIC.';
 COMMENT ON FUNCTION @extschema@.idem_stale(interval, integer) IS
     'Unfinished keys whose lease ended at least older_than ago, oldest first, for a reconciler that asks its provider and then finishes them with the token. Revoked from PUBLIC.';
 COMMENT ON FUNCTION @extschema@.idem_stats() IS

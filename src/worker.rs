@@ -3,9 +3,10 @@
 //! A background worker connects to one database for life, so a launcher (no database) starts one
 //! sweeper per name in `idem_keys.sweep_databases` and keeps that set in line with the settings on every
 //! reload. Each sweeper wakes every `idem_keys.sweep_interval`, deletes one batch per transaction until a
-//! batch comes back short, and checks for shutdown between batches, so a backlog of millions never becomes
-//! one long transaction and SIGTERM ends it within a batch. Errors are caught per batch, logged, counted in
-//! `idem_stats()`, and retried at the next interval; the worker itself never dies of them.
+//! batch comes back short, rests `idem_keys.sweep_delay` between batches and checks for shutdown there,
+//! so a backlog of millions never becomes one long transaction and SIGTERM ends it within a batch. Errors
+//! are caught per batch, logged, counted in `idem_stats()`, and retried at the next interval; the worker
+//! itself never dies of them.
 //!
 //! Both start only after recovery, so a hot standby runs none of this until it is promoted.
 
@@ -169,6 +170,23 @@ pub extern "C-unwind" fn idem_keys_sweeper_main(_arg: pg_sys::Datum) {
     }
 }
 
+/// `idem_keys.sweep_delay` between two batches, applying a reload that arrives meanwhile. False when the
+/// worker is asked to stop.
+fn rest_between_batches() -> bool {
+    let delay = guc::sweep_delay();
+    if delay.is_zero() {
+        return true;
+    }
+    if !BackgroundWorker::wait_latch(Some(delay)) {
+        return false;
+    }
+    if BackgroundWorker::sighup_received() {
+        // SAFETY: as in the launcher.
+        unsafe { pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP) };
+    }
+    true
+}
+
 fn shutdown_requested() -> bool {
     // SAFETY: a flag set by the SIGTERM handler; read only.
     unsafe { std::ptr::read_volatile(&raw const pg_sys::ShutdownRequestPending) != 0 }
@@ -190,7 +208,7 @@ fn sweep_database(database: &str) -> Option<bool> {
                 cursor = batch.next;
                 removed += batch.deleted();
                 longest_batch = longest_batch.max(batch.micros);
-                if !batch.full {
+                if !batch.full || !rest_between_batches() {
                     break;
                 }
             }

@@ -11,11 +11,7 @@ use pgrx::prelude::*;
 #[search_path(pg_catalog, @extschema@, pg_temp)]
 fn idem_sweep(batch_size: default!(Option<i32>, "NULL")) -> i64 {
     crate::args::writable("idem_sweep");
-    let batch_size = match batch_size {
-        Some(size) if size <= 0 => crate::error::not_positive_count("batch_size", size),
-        Some(size) => size,
-        None => crate::guc::sweep_batch_size(),
-    };
+    let batch_size = batch_size_or_default(batch_size);
     let mut cursor = SweepCursor::default();
     let mut deleted = 0;
     let mut longest_batch = 0;
@@ -28,6 +24,65 @@ fn idem_sweep(batch_size: default!(Option<i32>, "NULL")) -> i64 {
             crate::sweep_stats::record_sweep(deleted, longest_batch);
             return deleted;
         }
+    }
+}
+
+// Spelled out in the signature too: the SQL generator reads the macro there, not through an alias.
+type Progress = pgrx::composite_type!('static, "idem_sweep_progress");
+
+/// One batch of `CALL idem_sweep_paced()`, which commits after each: deletes from where `progress` says
+/// (NULL: a new sweep) and returns where the next batch starts. The batch that comes back short ends the
+/// sweep (`done`) and records it in `idem_sweep_status()`. `done` in the argument is not read.
+#[pg_extern(volatile, parallel_unsafe, security_definer, requires = ["bootstrap"])]
+#[search_path(pg_catalog, @extschema@, pg_temp)]
+fn idem_sweep_step(
+    progress: Option<pgrx::composite_type!("idem_sweep_progress")>,
+    batch_size: default!(Option<i32>, "NULL"),
+) -> pgrx::composite_type!('static, "idem_sweep_progress") {
+    crate::args::writable("idem_sweep_step");
+    let batch_size = batch_size_or_default(batch_size);
+    let tuple = progress.as_ref();
+    let timestamp = |name| -> Option<i64> {
+        let value = tuple?.get_by_name::<TimestampWithTimeZone>(name).ok()??;
+        Some(value.into())
+    };
+    let count = |name| tuple?.get_by_name::<i64>(name).ok()?;
+    let from = SweepCursor {
+        finished_from: timestamp("finished_from").unwrap_or(i64::MIN),
+        abandoned_from: timestamp("abandoned_from").unwrap_or(i64::MIN),
+    };
+    let batch = sweep_batch(batch_size, from);
+    let removed = count("removed").unwrap_or(0) + batch.deleted();
+    let longest_batch = count("longest_batch_micros").unwrap_or(0).max(batch.micros);
+    if !batch.full {
+        crate::sweep_stats::record_sweep(removed, longest_batch);
+    }
+    progress_tuple(batch.next, removed, longest_batch, !batch.full)
+        .unwrap_or_else(|e| panic!("building idem_sweep_progress: {e}"))
+}
+
+fn progress_tuple(
+    next: SweepCursor,
+    removed: i64,
+    longest_batch: i64,
+    done: bool,
+) -> Result<Progress, Box<dyn std::error::Error>> {
+    let mut tuple = PgHeapTuple::new_composite_type("idem_sweep_progress")?;
+    let finished_from = TimestampWithTimeZone::try_from(next.finished_from)?;
+    let abandoned_from = TimestampWithTimeZone::try_from(next.abandoned_from)?;
+    tuple.set_by_name("finished_from", finished_from)?;
+    tuple.set_by_name("abandoned_from", abandoned_from)?;
+    tuple.set_by_name("removed", removed)?;
+    tuple.set_by_name("longest_batch_micros", longest_batch)?;
+    tuple.set_by_name("done", done)?;
+    Ok(tuple)
+}
+
+fn batch_size_or_default(batch_size: Option<i32>) -> i32 {
+    match batch_size {
+        Some(size) if size <= 0 => crate::error::not_positive_count("batch_size", size),
+        Some(size) => size,
+        None => crate::guc::sweep_batch_size(),
     }
 }
 

@@ -62,7 +62,8 @@ mod tests {
             ("idem_keys.retention", "1d"),
             ("idem_keys.abandon_after", "7d"),
             ("idem_keys.max_response_bytes", "1MB"),
-            ("idem_keys.sweep_batch_size", "1000"),
+            ("idem_keys.sweep_batch_size", "200"),
+            ("idem_keys.sweep_delay", "2ms"),
             ("idem_keys.direct_path", "on"),
         ] {
             let shown =

@@ -6,7 +6,8 @@ DECLARE
     live bigint := (SELECT token FROM fixture WHERE name = 'live');
     stale bigint := (SELECT token FROM fixture WHERE name = 'stale');
 BEGIN
-    ASSERT (SELECT extversion FROM pg_extension WHERE extname = 'idem_keys') = '0.2.0';
+    ASSERT (SELECT extversion FROM pg_extension WHERE extname = 'idem_keys')
+         = (SELECT default_version FROM pg_available_extensions WHERE name = 'idem_keys');
     r := idem_claim('up', 'json', '{"a": 3}'::jsonb);
     ASSERT r.outcome = 'replay' AND r.status_code = 201 AND r.response = '{"charge": "ch_1"}'
        AND r.headers = '{"Location": "/ch_1"}' AND r.checkpoint IS NULL, format('json: %s', r);
@@ -26,5 +27,15 @@ BEGIN
     r := idem_claim('up', 'new', '{"a": 9}'::jsonb, wait => '10 milliseconds');
     ASSERT r.outcome = 'claimed', format('new: %s', r);
     ASSERT (SELECT count(*) FROM idem_keys) = 6;
+END $$;
+-- 0.3.0's paced sweep deletes an expired key in committed batches.
+UPDATE idem_keys SET finished_at = now() - interval '2 days', expires_at = now() - interval '1 day',
+                     status_code = 200, response = '{}'
+ WHERE scope = 'up' AND key = 'json';
+CALL idem_sweep_paced(batch_size => 1, delay => '0');
+DO $$
+BEGIN
+    ASSERT (SELECT count(*) FROM idem_keys) = 5;
+    ASSERT NOT EXISTS (SELECT FROM idem_keys WHERE key = 'json');
 END $$;
 SELECT 'upgrade checks passed' AS result;

@@ -102,9 +102,27 @@ wait "$bench" || { cat "$dir/pgbench.out"; fail "pgbench failed"; }
 claims=$(cat "$dir"/claims.* | wc -l)
 worst_ms=$(cat "$dir"/claims.* | awk 'BEGIN { m = 0 } $3 > m { m = $3 } END { printf "%.1f", m / 1000 }')
 longest_batch=$(sql -c "SELECT round(extract(epoch FROM longest_batch) * 1000, 1) FROM idem_sweep_status()")
-echo "200000 expired keys swept in ${swept_in} s, 1000 per transaction; $claims concurrent claims on those keys," \
+echo "200000 expired keys swept in ${swept_in} s, $(sql -c 'SHOW idem_keys.sweep_batch_size') per transaction and" \
+     "$(sql -c 'SHOW idem_keys.sweep_delay') between; $claims concurrent claims on those keys," \
      "worst claim ${worst_ms} ms, longest sweep batch ${longest_batch} ms"
 awk -v w="$worst_ms" 'BEGIN { exit !(w < 2000) }' || fail "a claim waited ${worst_ms} ms on the sweep"
+
+echo "--- idem_keys.sweep_delay paces the batches; a reload changes it mid-sweep"
+set_and_reload "idem_keys.sweep_interval = '1h'"
+sleep 2
+set_and_reload "idem_keys.sweep_delay = '1s'"
+sql -c "ALTER SYSTEM SET idem_keys.sweep_batch_size = 100" >/dev/null
+seed_expired paced 1000
+set_and_reload "idem_keys.sweep_interval = '1s'"
+wait_for "SELECT count(*) < 1000 FROM idem_keys WHERE scope = 'paced'" 10
+sleep 2   # at one batch a second at most 3 more batches go meanwhile; flat out all 1000 would be gone
+left=$(expired paced)
+((left >= 500)) || fail "with sweep_delay = 1s only $left of 1000 keys were left 2 s into the sweep"
+sql -c "ALTER SYSTEM RESET idem_keys.sweep_batch_size" >/dev/null
+set_and_reload "idem_keys.sweep_delay = 0"
+wait_for "SELECT count(*) = 0 FROM idem_keys WHERE scope = 'paced'" 10
+echo "sweep_delay = 1s: $left of 1000 keys left 2 s into the sweep (100 per batch); after a reload to 0 the rest went at once"
+set_and_reload "idem_keys.sweep_delay = '2ms'"
 
 echo "--- SIGTERM ends a busy sweeper within a batch; the launcher replaces it"
 set_and_reload "idem_keys.sweep_interval = '1h'"
@@ -137,11 +155,11 @@ set_and_reload "idem_keys.sweep_enabled = off"
 wait_for "SELECT count(*) = 0 FROM pg_stat_activity WHERE backend_type = 'idem_keys sweeper'" 15
 set_and_reload "idem_keys.sweep_batch_size = 100"
 seed_expired cron 350
-sql -c 'CREATE EXTENSION pg_cron' -c "SELECT cron.schedule('idem-sweep', '* * * * *', 'SELECT idem_sweep()')" >/dev/null
+sql -c 'CREATE EXTENSION pg_cron' -c "SELECT cron.schedule('idem-sweep', '* * * * *', 'CALL idem_sweep_paced()')" >/dev/null
 t0=$SECONDS
-wait_for "SELECT EXISTS (SELECT FROM cron.job_run_details WHERE status = 'succeeded' AND command = 'SELECT idem_sweep()')
+wait_for "SELECT EXISTS (SELECT FROM cron.job_run_details WHERE status = 'succeeded' AND command = 'CALL idem_sweep_paced()')
           AND NOT EXISTS (SELECT FROM idem_keys WHERE scope = 'cron')" 75
 sql -c "SELECT cron.unschedule('idem-sweep')" >/dev/null
-echo "pg_cron's job swept 350 keys (batches of 100) $((SECONDS - t0)) s after scheduling;" \
+echo "pg_cron's CALL idem_sweep_paced() swept 350 keys (a commit per batch of 100) $((SECONDS - t0)) s after scheduling;" \
      "idem_stats: last sweep removed $(sql -c "SELECT last_sweep_removed FROM idem_stats()")"
 echo "worker: ok"
