@@ -223,7 +223,7 @@ done
 # batch with idem_keys.sweep_delay between, and by one idem_sweep() call (one transaction).
 # sweep_while_claiming HOW (worker|paced|call): fills SWEEP_KEYS expired keys, sweeps them, records the claims.
 sweep_while_claiming() {
-  local how=$1 flag=$dir/sweep.$1.done before deleted t0 t1 waited=0
+  local how=$1 flag=$dir/sweep.$1.done before deleted t0 t1
   populate idem expired expired 1 "$SWEEP_KEYS"
   vacuum_all
   # The same claims without a sweep, right before this one: on this machine the claims' p99 alone drifts
@@ -245,13 +245,9 @@ sweep_while_claiming() {
     before=$(sql -c "SELECT coalesce(removed_since_start, 0) FROM idem_sweep_status()")
     t0=$(date +%s.%N)
     sql -c "ALTER SYSTEM SET idem_keys.sweep_enabled = on" -c "SELECT pg_reload_conf()" >/dev/null
-    # Polled twice a second, each poll a new connection: ten a second cost enough CPU on 2 cores to show in
-    # the claims' p99. The sweep's end is the sweeper's own record of it, not the poll that saw it.
-    until (($(sql -c "SELECT coalesce(removed_since_start, 0) - $before FROM idem_sweep_status()") >= SWEEP_KEYS)); do
-      sleep 0.5
-      waited=$((waited + 1))
-      ((waited < 1200)) || fail "the sweeper did not delete $SWEEP_KEYS keys in 10 minutes"
-    done
+    # Waited for from one connection (bench.await_sweep); the sweep's end is the sweeper's own record of it.
+    sql -c "CALL bench.await_sweep($((before + SWEEP_KEYS)), '10 minutes')" >/dev/null ||
+      fail "the sweeper did not delete $SWEEP_KEYS keys in 10 minutes"
     t1=$(sql -c "SELECT extract(epoch FROM last_sweep_at) FROM idem_sweep_status() WHERE last_sweep_removed = $SWEEP_KEYS")
     [ -n "$t1" ] || fail "the sweeper took more than one pass over the $SWEEP_KEYS keys"
     deleted=$(sql -c "SELECT removed_since_start - $before FROM idem_sweep_status()")

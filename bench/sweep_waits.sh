@@ -38,7 +38,7 @@ echo "SELECT coalesce(wait_event_type, 'CPU') || ':' || coalesce(wait_event, '-'
 sampler=$!
 t0=$(date +%s.%N)
 sql -c "ALTER SYSTEM SET idem_keys.sweep_enabled = on" -c "SELECT pg_reload_conf()" >/dev/null
-until (($(sql -c "SELECT coalesce(removed_since_start, 0) - $before FROM idem_sweep_status()") >= N)); do sleep 0.5; done
+sql -c "CALL bench.await_sweep($((before + N)), '10 minutes')" >/dev/null
 t1=$(sql -c "SELECT extract(epoch FROM last_sweep_at) FROM idem_sweep_status()")
 sleep 0.5
 touch "$dir/done"

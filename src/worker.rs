@@ -198,11 +198,14 @@ fn sweep_database(database: &str) -> Option<bool> {
     let mut removed = 0;
     let mut longest_batch = 0;
     let mut cursor = crate::api::SweepCursor::default();
+    let mut first = true;
     loop {
         if shutdown_requested() {
             break;
         }
-        match sweep_one_batch(cursor) {
+        let result = sweep_one_batch(cursor, first);
+        first = false;
+        match result {
             Ok(None) => return Some(false),
             Ok(Some(batch)) => {
                 cursor = batch.next;
@@ -223,20 +226,26 @@ fn sweep_database(database: &str) -> Option<bool> {
     Some(true)
 }
 
-/// One batch in its own transaction, with search_path pointing at wherever the extension lives. Ok(None)
-/// when the extension is not installed in this database.
-fn sweep_one_batch(from: crate::api::SweepCursor) -> Result<Option<crate::api::Batch>, String> {
+/// One batch in its own transaction. The first batch of a pass finds the schema the extension lives in and
+/// points this session's search_path there (Ok(None) when the extension is not installed), so the later
+/// batches run no catalog query: one per sweep, not one per batch.
+fn sweep_one_batch(
+    from: crate::api::SweepCursor,
+    first: bool,
+) -> Result<Option<crate::api::Batch>, String> {
     PgTryBuilder::new(|| {
         Ok(BackgroundWorker::transaction(|| {
-            let schema_path: Result<Option<String>, _> = Spi::get_one(
-                "SELECT pg_catalog.set_config('search_path', 'pg_catalog, ' || pg_catalog.quote_ident(n.nspname), true)
-                   FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace
-                  WHERE e.extname = 'idem_keys'",
-            );
-            match schema_path {
-                Ok(Some(_)) => Some(crate::api::sweep_batch(guc::sweep_batch_size(), from)),
-                _ => None,
+            if first {
+                let schema_path: Result<Option<String>, _> = Spi::get_one(
+                    "SELECT pg_catalog.set_config('search_path', 'pg_catalog, ' || pg_catalog.quote_ident(n.nspname), false)
+                       FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace
+                      WHERE e.extname = 'idem_keys'",
+                );
+                if !matches!(schema_path, Ok(Some(_))) {
+                    return None;
+                }
             }
+            Some(crate::api::sweep_batch(guc::sweep_batch_size(), from))
         }))
     })
     .catch_others(|error| {
