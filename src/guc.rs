@@ -28,13 +28,13 @@ static MAX_RESPONSE_BYTES: GucSetting<i32> = GucSetting::<i32>::new(1024 * 1024)
 
 /// Rows `idem_sweep` deletes per statement. Small batches keep each DELETE's locks and WAL burst short: a
 /// committing sweeper flushes one batch's WAL (mostly full-page images) at a time, and a claim that commits
-/// meanwhile waits for that flush. 1000-row batches put claims' p99 at 4-7x its value without a sweep,
-/// 200-row batches with a pause between them at 1.1-2x (docs/benchmarks.md).
+/// meanwhile waits for that flush. With 1000-row batches flat out, claims' p99 during a sweep was 3-5x its
+/// value without one; with 200-row batches and `sweep_delay` rests, about 2x (docs/benchmarks.md).
 static SWEEP_BATCH_SIZE: GucSetting<i32> = GucSetting::<i32>::new(200);
 
 /// Milliseconds the background worker and `idem_sweep_paced` rest between two committed batches, like
-/// autovacuum's cost delay: it leaves the WAL device to the claims most of the time. 2 ms caps a sweeper at
-/// about 60 000 rows a second with 200-row batches; 0 sweeps flat out.
+/// autovacuum's cost delay: it leaves the WAL device to the claims most of the time. With 200-row batches,
+/// 2 ms rests let a sweeper delete about 60 000 rows a second (1 M in 16-20 s); 0 sweeps flat out.
 static SWEEP_DELAY_MILLIS: GucSetting<i32> = GucSetting::<i32>::new(2);
 
 /// Seconds between two sweeps of each database by the background worker. A minute keeps the table close
