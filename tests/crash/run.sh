@@ -39,8 +39,10 @@ echo "killed backend $pid mid-request; after restart: in_progress, listed by ide
 echo "--- 2. immediate shutdown under claim/finish load"
 clients=4 keys=3000
 # Each client walks the same keys (two forwards, two backwards, so they collide) and, in one session,
-# claims each; when it owns the key it finishes it with an answer naming its token. Every line it prints
-# is an acknowledgement: the server answered it before the crash.
+# claims each; when it owns the key it finishes it with an answer naming its token. Every `claim` and
+# `finish` line is an acknowledgement: the server answered it before the crash. A statement that failed
+# prints `claim-failed`/`finish-failed` instead: psql can still run the next \echo after losing the
+# connection, and \gset leaves the previous key's values in place, so echoing them would invent an answer.
 client_script() {
   local c=$1 i
   echo '\set ON_ERROR_STOP 0'
@@ -50,13 +52,17 @@ client_script() {
 \set key k$i
 SELECT (r).outcome AS outcome, (r).token IS NOT NULL AS owns, coalesce((r).token, 0) AS token, (r).attempt AS attempt
   FROM (SELECT idem_claim('storm', :'key', jsonb_build_object('n', :'key'), lease => '2 seconds') r) s \gset
+\if :ERROR
+\echo claim-failed :key
+\else
 \echo claim :key :outcome :token :attempt
 \if :owns
 SELECT idem_finish('storm', :'key', :token, 200, jsonb_build_object('token', :token)) \gset
 \if :ERROR
-\echo finish-refused :key :token
+\echo finish-failed :key :token
 \else
 \echo finish :key :token
+\endif
 \endif
 \endif
 SQL
@@ -78,7 +84,7 @@ finished=$(sql -c "SELECT count(*) FROM idem_keys WHERE scope = 'storm' AND fini
 # Load the acknowledgements into the database and check them there, with set-based queries.
 sql -c "CREATE TABLE acks (kind text, key text, outcome text, token bigint, attempt int)"
 awk '$1 == "claim" { print "claim\t" $2 "\t" $3 "\t" $4 "\t" $5 }
-     $1 == "finish" || $1 == "finish-refused" { print $1 "\t" $2 "\t\\N\t" $3 "\t\\N" }' "$dir/acks" \
+     $1 == "finish" || $1 == "finish-failed" { print $1 "\t" $2 "\t\\N\t" $3 "\t\\N" }' "$dir/acks" \
   | sql -c "COPY acks FROM STDIN"
 lost=$(sql -c "SELECT count(*) FROM acks a WHERE kind = 'finish' AND NOT EXISTS (
                  SELECT FROM idem_lookup('storm', a.key) r
@@ -102,7 +108,7 @@ sql -c "CREATE TABLE retries AS
 bad=$(sql -c "SELECT count(*) FROM retries WHERE outcome NOT IN ('replay', 'recovered', 'claimed')")
 [ "$bad" = 0 ] || fail "$bad retries got neither replay, recovered nor claimed"
 echo "acknowledged before the crash: $(grep -c '^claim' "$dir/acks") claims, $(grep -c '^finish ' "$dir/acks") finishes" \
-     "($(grep -c '^finish-refused' "$dir/acks") refused by fencing); finished rows after restart: $finished of $keys keys"
+     "($(grep -c '^finish-failed' "$dir/acks") failed: fenced off or cut by the crash); finished rows after restart: $finished of $keys keys"
 echo "checked: $(sql -c "SELECT count(*) FROM acks WHERE kind = 'finish'") acknowledged finishes replay their answer;" \
      "0 keys with two owners of one attempt; 0 keys finished twice"
 echo "retried $(sql -c "SELECT count(*) FROM retries") unacknowledged requests:" \
