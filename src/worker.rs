@@ -90,12 +90,8 @@ pub extern "C-unwind" fn idem_keys_launcher_main(_arg: pg_sys::Datum) {
                 None => sweepers.push(start_sweeper(database)),
             }
         }
-        if !BackgroundWorker::wait_latch(Some(LAUNCHER_TICK)) {
+        if !wait_applying_reload(LAUNCHER_TICK) {
             break;
-        }
-        if BackgroundWorker::sighup_received() {
-            // SAFETY: the documented way for a worker to apply a reload.
-            unsafe { pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP) };
         }
     }
     sweepers.into_iter().for_each(Sweeper::stop);
@@ -159,32 +155,30 @@ pub extern "C-unwind" fn idem_keys_sweeper_main(_arg: pg_sys::Datum) {
             if remaining <= 0 {
                 break;
             }
-            if !BackgroundWorker::wait_latch(Some(Duration::from_micros(remaining as u64))) {
+            if !wait_applying_reload(Duration::from_micros(remaining as u64)) {
                 return;
-            }
-            if BackgroundWorker::sighup_received() {
-                // SAFETY: as in the launcher.
-                unsafe { pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP) };
             }
         }
     }
 }
 
-/// `idem_keys.sweep_delay` between two batches, applying a reload that arrives meanwhile. False when the
-/// worker is asked to stop.
-fn rest_between_batches() -> bool {
-    let delay = guc::sweep_delay();
-    if delay.is_zero() {
-        return true;
-    }
-    if !BackgroundWorker::wait_latch(Some(delay)) {
+/// Sleeps until `timeout` or a signal, then applies a reload if one arrived. False when the worker is
+/// asked to stop.
+fn wait_applying_reload(timeout: Duration) -> bool {
+    if !BackgroundWorker::wait_latch(Some(timeout)) {
         return false;
     }
     if BackgroundWorker::sighup_received() {
-        // SAFETY: as in the launcher.
+        // SAFETY: the documented way for a worker to apply a reload.
         unsafe { pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP) };
     }
     true
+}
+
+/// `idem_keys.sweep_delay` between two batches. False when the worker is asked to stop.
+fn rest_between_batches() -> bool {
+    let delay = guc::sweep_delay();
+    delay.is_zero() || wait_applying_reload(delay)
 }
 
 fn shutdown_requested() -> bool {
@@ -195,23 +189,14 @@ fn shutdown_requested() -> bool {
 /// One sweep of this database, batch by batch. Some(false) when the extension is not installed, None
 /// when a batch failed (logged and counted; the next interval tries again).
 fn sweep_database(database: &str) -> Option<bool> {
-    let mut removed = 0;
-    let mut longest_batch = 0;
-    let mut cursor = crate::api::SweepCursor::default();
+    let mut sweep = crate::api::Sweep::default();
     let mut first = true;
-    loop {
-        if shutdown_requested() {
-            break;
-        }
-        let result = sweep_one_batch(cursor, first);
-        first = false;
-        match result {
+    while !shutdown_requested() {
+        match sweep_one_batch(sweep, std::mem::take(&mut first)) {
             Ok(None) => return Some(false),
-            Ok(Some(batch)) => {
-                cursor = batch.next;
-                removed += batch.deleted();
-                longest_batch = longest_batch.max(batch.micros);
-                if !batch.full || !rest_between_batches() {
+            Ok(Some((next, full))) => {
+                sweep = next;
+                if !full || !rest_between_batches() {
                     break;
                 }
             }
@@ -222,19 +207,20 @@ fn sweep_database(database: &str) -> Option<bool> {
             }
         }
     }
-    sweep_stats::record_sweep(removed, longest_batch);
+    sweep.record();
     Some(true)
 }
 
-/// One batch in its own transaction. The first batch of a pass finds the schema the extension lives in and
-/// points this session's search_path there (Ok(None) when the extension is not installed), so the later
-/// batches run no catalog query: one per sweep, not one per batch.
+/// One batch of `sweep` in its own transaction: the sweep after it, and whether the batch came back full.
+/// The first batch of a pass finds the schema the extension lives in and points this session's search_path
+/// there (Ok(None) when the extension is not installed), so the later batches run no catalog query: one per
+/// sweep, not one per batch.
 fn sweep_one_batch(
-    from: crate::api::SweepCursor,
+    mut sweep: crate::api::Sweep,
     first: bool,
-) -> Result<Option<crate::api::Batch>, String> {
-    PgTryBuilder::new(|| {
-        Ok(BackgroundWorker::transaction(|| {
+) -> Result<Option<(crate::api::Sweep, bool)>, String> {
+    PgTryBuilder::new(move || {
+        Ok(BackgroundWorker::transaction(move || {
             if first {
                 let schema_path: Result<Option<String>, _> = Spi::get_one(
                     "SELECT pg_catalog.set_config('search_path', 'pg_catalog, ' || pg_catalog.quote_ident(n.nspname), false)
@@ -245,7 +231,8 @@ fn sweep_one_batch(
                     return None;
                 }
             }
-            Some(crate::api::sweep_batch(guc::sweep_batch_size(), from))
+            let full = sweep.batch(guc::sweep_batch_size());
+            Some((sweep, full))
         }))
     })
     .catch_others(|error| {

@@ -7,4 +7,4 @@ mod finish;
 mod lookup;
 mod sweep;
 
-pub use sweep::{sweep_batch, Batch, SweepCursor};
+pub use sweep::Sweep;

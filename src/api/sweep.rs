@@ -12,19 +12,10 @@ use pgrx::prelude::*;
 fn idem_sweep(batch_size: default!(Option<i32>, "NULL")) -> i64 {
     crate::args::writable("idem_sweep");
     let batch_size = batch_size_or_default(batch_size);
-    let mut cursor = SweepCursor::default();
-    let mut deleted = 0;
-    let mut longest_batch = 0;
-    loop {
-        let batch = sweep_batch(batch_size, cursor);
-        cursor = batch.next;
-        longest_batch = longest_batch.max(batch.micros);
-        deleted += batch.deleted();
-        if !batch.full {
-            crate::sweep_stats::record_sweep(deleted, longest_batch);
-            return deleted;
-        }
-    }
+    let mut sweep = Sweep::default();
+    while sweep.batch(batch_size) {}
+    sweep.record();
+    sweep.removed
 }
 
 // Spelled out in the signature too: the SQL generator reads the macro there, not through an alias.
@@ -47,33 +38,29 @@ fn idem_sweep_step(
         Some(value.into())
     };
     let count = |name| tuple?.get_by_name::<i64>(name).ok()?;
-    let from = SweepCursor {
-        finished_from: timestamp("finished_from").unwrap_or(i64::MIN),
-        abandoned_from: timestamp("abandoned_from").unwrap_or(i64::MIN),
+    let mut sweep = Sweep {
+        cursor: SweepCursor {
+            finished_from: timestamp("finished_from").unwrap_or(i64::MIN),
+            abandoned_from: timestamp("abandoned_from").unwrap_or(i64::MIN),
+        },
+        removed: count("removed").unwrap_or(0),
+        longest_batch_micros: count("longest_batch_micros").unwrap_or(0),
     };
-    let batch = sweep_batch(batch_size, from);
-    let removed = count("removed").unwrap_or(0) + batch.deleted();
-    let longest_batch = count("longest_batch_micros").unwrap_or(0).max(batch.micros);
-    if !batch.full {
-        crate::sweep_stats::record_sweep(removed, longest_batch);
+    let done = !sweep.batch(batch_size);
+    if done {
+        sweep.record();
     }
-    progress_tuple(batch.next, removed, longest_batch, !batch.full)
-        .unwrap_or_else(|e| panic!("building idem_sweep_progress: {e}"))
+    progress_tuple(&sweep, done).unwrap_or_else(|e| panic!("building idem_sweep_progress: {e}"))
 }
 
-fn progress_tuple(
-    next: SweepCursor,
-    removed: i64,
-    longest_batch: i64,
-    done: bool,
-) -> Result<Progress, Box<dyn std::error::Error>> {
+fn progress_tuple(sweep: &Sweep, done: bool) -> Result<Progress, Box<dyn std::error::Error>> {
     let mut tuple = PgHeapTuple::new_composite_type("idem_sweep_progress")?;
-    let finished_from = TimestampWithTimeZone::try_from(next.finished_from)?;
-    let abandoned_from = TimestampWithTimeZone::try_from(next.abandoned_from)?;
+    let finished_from = TimestampWithTimeZone::try_from(sweep.cursor.finished_from)?;
+    let abandoned_from = TimestampWithTimeZone::try_from(sweep.cursor.abandoned_from)?;
     tuple.set_by_name("finished_from", finished_from)?;
     tuple.set_by_name("abandoned_from", abandoned_from)?;
-    tuple.set_by_name("removed", removed)?;
-    tuple.set_by_name("longest_batch_micros", longest_batch)?;
+    tuple.set_by_name("removed", sweep.removed)?;
+    tuple.set_by_name("longest_batch_micros", sweep.longest_batch_micros)?;
     tuple.set_by_name("done", done)?;
     Ok(tuple)
 }
@@ -86,28 +73,49 @@ fn batch_size_or_default(batch_size: Option<i32>) -> i32 {
     }
 }
 
-pub struct Batch {
-    pub finished: i64,
-    pub abandoned: i64,
-    /// Either kind filled its batch, so more may be waiting.
-    pub full: bool,
-    /// How long the two statements took (the sweep record's longest batch).
-    pub micros: i64,
-    /// Where the next batch of the same sweep starts.
-    pub next: SweepCursor,
+/// A sweep in progress: where its next batch starts and what it removed so far. `idem_sweep` keeps one for
+/// its call, the background worker for its pass, and `idem_sweep_step` carries one across the transactions
+/// of `idem_sweep_paced` (as `idem_sweep_progress`).
+#[derive(Clone, Copy, Default)]
+pub struct Sweep {
+    cursor: SweepCursor,
+    pub removed: i64,
+    /// The longest batch so far (the sweep record's longest batch).
+    longest_batch_micros: i64,
 }
 
-impl Batch {
-    pub fn deleted(&self) -> i64 {
-        self.finished + self.abandoned
+impl Sweep {
+    /// Deletes the next batch. True when it came back full, so more may be waiting.
+    pub fn batch(&mut self, batch_size: i32) -> bool {
+        let batch = sweep_batch(batch_size, self.cursor);
+        self.cursor = batch.next;
+        self.removed += batch.finished + batch.abandoned;
+        self.longest_batch_micros = self.longest_batch_micros.max(batch.micros);
+        batch.full
     }
+
+    /// The sweep is over: record it in `idem_sweep_status()`.
+    pub fn record(&self) {
+        crate::sweep_stats::record_sweep(self.removed, self.longest_batch_micros);
+    }
+}
+
+struct Batch {
+    finished: i64,
+    abandoned: i64,
+    /// Either kind filled its batch, so more may be waiting.
+    full: bool,
+    /// How long the two statements took.
+    micros: i64,
+    /// Where the next batch of the same sweep starts.
+    next: SweepCursor,
 }
 
 /// Where one sweep got to: the latest expiry and lease end its batches deleted. The next batch starts
 /// there instead of at the oldest index entry. A row left behind (locked by a claim taking it over when
 /// its batch ran) is still expired at the next sweep, which starts from the beginning.
 #[derive(Clone, Copy)]
-pub struct SweepCursor {
+struct SweepCursor {
     finished_from: i64,
     abandoned_from: i64,
 }
@@ -123,7 +131,7 @@ impl Default for SweepCursor {
 }
 
 /// One batch from `from`: at most `batch_size` expired answers and at most `batch_size` abandoned claims.
-pub fn sweep_batch(batch_size: i32, from: SweepCursor) -> Batch {
+fn sweep_batch(batch_size: i32, from: SweepCursor) -> Batch {
     let now = store::clock_now();
     let abandoned_before = now.saturating_sub(crate::guc::abandon_after_micros());
     store::with_spi(|client| {
