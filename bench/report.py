@@ -169,7 +169,8 @@ def growth_tables(med, facts):
             row.append(" / ".join(f"{v['tps']:.0f}" if v else "–" for v in cells))
         row += [facts.get(f"bytes_per_key:{c}:{size}", "–") for c in CONTENDERS]
         out.append(f"| {int(size):,} | " + " | ".join(row) + " |")
-    out.append(f"\n{keys[0][3]} clients, synchronous_commit = {keys[0][4]}. Keys stored: finished keys filled "
+    out.append(f"\n{keys[0][3]} clients, synchronous_commit = {keys[0][4]}; "
+               f"{facts.get('growth_note', 'tables filled side by side')}. Keys stored: finished keys filled "
                "before the step; the step's own new-key runs add more. Replay picks any stored key (uniformly, "
                "the issue's workload and the worst case for memory); recent replay one of the newest 10,000, as a "
                "retry does. Bytes/key: pg_total_relation_size (heap, TOAST, all three indexes) ÷ rows, right after "

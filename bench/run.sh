@@ -5,6 +5,7 @@
 #   bash bench/run.sh --smoke   ~1 s per run, tiny data, one round: every contender and workload runs, the
 #                               three agree on semantics, and no run has an error; writes no docs
 # Knobs (environment), e.g. a partial run that leaves docs/ alone:
+#   BENCH_CONTENDERS="idem" (a subset), BENCH_SHARED_BUFFERS=8GB, BENCH_GROWTH_TOGETHER=1 (see growth), and
 #   BENCH_WORKLOADS=replay BENCH_CLIENTS=8 BENCH_SYNC=off BENCH_ROUNDS=1 BENCH_GROWTH= BENCH_SWEEP_KEYS=0 \
 #     BENCH_DOCS=/tmp/bench-docs bash bench/run.sh
 # Follow-ups for what the rounds here cannot resolve: bench/ab.sh (alternating pairs of two variants of
@@ -30,10 +31,10 @@ GROWTH_CLIENTS=${BENCH_GROWTH_CLIENTS:-8}
 SWEEP_KEYS=${BENCH_SWEEP_KEYS:-$(full_or_smoke 1000000 2000)} # expired keys idem_sweep deletes (0: skip)
 SWEEP_BASE_SECONDS=${BENCH_SWEEP_SECONDS:-$(full_or_smoke 10 1)}
 SWEEP_CLIENTS=4 SWEEP_RATE=200                        # claims/s arriving during the sweep: a served API, not a flood
-SHARED_BUFFERS=$(full_or_smoke 2GB 128MB)
+SHARED_BUFFERS=${BENCH_SHARED_BUFFERS:-$(full_or_smoke 2GB 128MB)}
 DOCS=${BENCH_DOCS:-docs}
 NPROC=$(nproc)
-contenders=(sql plpgsql idem)
+read -ra contenders <<<"${BENCH_CONTENDERS:-sql plpgsql idem}" # a subset only for follow-up runs
 declare -A TABLE=([sql]=bench_sql.keys [plpgsql]=bench_plpgsql.keys [idem]=public.idem_keys)
 
 source bench/common.sh
@@ -142,7 +143,8 @@ check_script() { # CONTENDER: one pass through every outcome, with the stored an
   cat "$claim"; expect 2 "$c recovered key after finish"
 }
 for c in "${contenders[@]}"; do
-  for wl in $WORKLOADS claim recent; do workload_script "$c" "$wl" >"$dir/scripts/$c-$wl.pgbench"; done
+  # Growth runs new, replay and recent even when BENCH_WORKLOADS leaves them out of the main section.
+  for wl in $(printf '%s\n' $WORKLOADS new replay claim recent | sort -u); do workload_script "$c" "$wl" >"$dir/scripts/$c-$wl.pgbench"; done
   check_script "$c" >"$dir/scripts/$c-check.pgbench"
 done
 
@@ -210,8 +212,8 @@ for sync in $SYNCS; do
   for wl in $WORKLOADS; do
     for clients in $CLIENTS; do
       for ((r = 1; r <= ROUNDS; r++)); do
-        for i in 0 1 2; do
-          measure main "$wl" "${contenders[(i + r - 1) % 3]}" "$clients" "$sync" "$r" "$BASE_KEYS" "$BASE_KEYS"
+        for ((i = 0; i < ${#contenders[@]}; i++)); do
+          measure main "$wl" "${contenders[(i + r - 1) % ${#contenders[@]}]}" "$clients" "$sync" "$r" "$BASE_KEYS" "$BASE_KEYS"
         done
       done
     done
@@ -283,26 +285,40 @@ if ((SWEEP_KEYS > 0)); then
   fact sweep_note "batches of idem_keys.sweep_batch_size = $batch; the worker and CALL idem_sweep_paced() commit each and rest idem_keys.sweep_delay = $delay between them, one idem_sweep() call runs them all in one transaction"
 fi
 
-# --- growth: the new-key and replay cycles with more and more keys stored (same keys in all three tables).
-# Replay twice: of any stored key (uniform: the worst case for memory) and of one of the newest 10 000 (what
-# a retry is: it follows its first attempt within minutes).
+# --- growth: the new-key and replay cycles with more and more keys stored. Each contender's table is
+# filled alone, the others empty, as a server holds one such table: with all three filled (10 M keys each,
+# about 16 GB) the uniform replays mostly measured which table the others had pushed out of memory
+# (BENCH_GROWTH_TOGETHER=1 fills them side by side again, for that comparison). Replay twice: of any stored
+# key (uniform: the worst case for memory) and of one of the newest 10 000 (what a retry is: it follows its
+# first attempt within minutes).
 if [ -n "$GROWTH" ]; then
-  echo "=== growth: $GROWTH stored keys ($GROWTH_CLIENTS clients, sync off)"
-  for c in "${contenders[@]}"; do sql -c "TRUNCATE ${TABLE[$c]}"; done
-  stored=0
-  for size in $GROWTH; do
-    step=$SECONDS
-    for c in "${contenders[@]}"; do populate "$c" finished fin $((stored + 1)) "$size"; done
-    stored=$size
-    vacuum_all
-    for c in "${contenders[@]}"; do
-      fact "bytes_per_key:$c:$size" "$(sql -c "SELECT pg_total_relation_size('${TABLE[$c]}') / count(*) FROM ${TABLE[$c]}")"
-    done
-    echo "  $size keys stored in each table (filled and vacuumed in $((SECONDS - step)) s)"
-    for ((r = 1; r <= ROUNDS; r++)); do
-      for wl in new replay recent; do
-        for i in 0 1 2; do
-          measure growth $wl "${contenders[(i + r - 1) % 3]}" "$GROWTH_CLIENTS" off "$r" "$size" "$size"
+  if [ -n "${BENCH_GROWTH_TOGETHER:-}" ]; then
+    groups=("${contenders[*]}")
+    fact growth_note "the contenders' tables filled side by side in the one server, contenders rotated per round"
+  else
+    groups=("${contenders[@]}")
+    fact growth_note "each contender's table filled alone (the others empty), as a server holds one"
+  fi
+  echo "=== growth: $GROWTH stored keys ($GROWTH_CLIENTS clients, sync off); $(tail -n 1 "$dir/facts.tsv" | cut -f2)"
+  for group in "${groups[@]}"; do
+    read -ra filled <<<"$group"
+    for c in "${contenders[@]}"; do sql -c "TRUNCATE ${TABLE[$c]}"; done
+    stored=0
+    for size in $GROWTH; do
+      step=$SECONDS
+      for c in "${filled[@]}"; do populate "$c" finished fin $((stored + 1)) "$size"; done
+      stored=$size
+      for c in "${filled[@]}"; do sql -c "VACUUM ANALYZE ${TABLE[$c]}"; done
+      sql -c CHECKPOINT
+      for c in "${filled[@]}"; do
+        fact "bytes_per_key:$c:$size" "$(sql -c "SELECT pg_total_relation_size('${TABLE[$c]}') / count(*) FROM ${TABLE[$c]}")"
+      done
+      echo "  $size keys stored in ${filled[*]} (filled and vacuumed in $((SECONDS - step)) s)"
+      for ((r = 1; r <= ROUNDS; r++)); do
+        for wl in new replay recent; do
+          for ((i = 0; i < ${#filled[@]}; i++)); do
+            measure growth $wl "${filled[(i + r - 1) % ${#filled[@]}]}" "$GROWTH_CLIENTS" off "$r" "$size" "$size"
+          done
         done
       done
     done
