@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/common.sh
 start_server oc "${ONE_CALL_PORT:-25445}"
-batch=${ONE_CALL_BATCH:-$(sql -c 'SHOW idem_keys.sweep_batch_size')}
+batch=${ONE_CALL_BATCH:-$(sql -c "LOAD 'idem_keys'" -c 'SHOW idem_keys.sweep_batch_size')}  # the default, once the library is loaded
 for n in ${ONE_CALL_SIZES:-200000 1000000}; do
   for shape in distinct shared; do
     for sweep in "SELECT idem_sweep($batch)" "CALL idem_sweep_paced($batch, delay => '0')"; do

@@ -107,7 +107,7 @@ COMMENT ON FUNCTION @extschema@.idem_release(text, text, bigint) IS
 COMMENT ON FUNCTION @extschema@.idem_lookup(text, text) IS
     'Read a key without claiming it: replay or in_progress, or NULL when unknown or expired. Never returns the token.';
 COMMENT ON FUNCTION @extschema@.idem_sweep(integer) IS
-    'Delete expired answers and claims abandoned past idem_keys.abandon_after, batch_size rows per statement; returns the count. Revoked from PUBLIC.';
+    'Delete expired answers and claims abandoned past idem_keys.abandon_after in one transaction, batch_size rows per statement (a full batch also takes the rest of the timestamp it ended on, so ties cost no rescans); returns the count. For a large backlog, CALL idem_sweep_paced(). Revoked from PUBLIC.';
 COMMENT ON FUNCTION @extschema@.idem_sweep_step(@extschema@.idem_sweep_progress, integer) IS
     'One batch of idem_sweep_paced: deletes from where progress says (NULL: a new sweep) and returns where the next batch starts; done when the batch came back short (the sweep is then recorded). Revoked from PUBLIC.';
 COMMENT ON PROCEDURE @extschema@.idem_sweep_paced(integer, interval, bigint) IS

@@ -58,3 +58,6 @@ COMMENT ON FUNCTION @extschema@.idem_sweep_step(@extschema@.idem_sweep_progress,
     'One batch of idem_sweep_paced: deletes from where progress says (NULL: a new sweep) and returns where the next batch starts; done when the batch came back short (the sweep is then recorded). Revoked from PUBLIC.';
 COMMENT ON PROCEDURE @extschema@.idem_sweep_paced(integer, interval, bigint) IS
     'Delete expired answers and abandoned claims like idem_sweep, but commit after every batch and rest delay (NULL: idem_keys.sweep_delay) between batches; returns the count in removed. For pg_cron: CALL idem_sweep_paced(). Not inside a transaction block (2D000). Needs EXECUTE on idem_sweep_step too. Revoked from PUBLIC.';
+-- One call now takes whole ties (and says where a large backlog belongs).
+COMMENT ON FUNCTION @extschema@.idem_sweep(integer) IS
+    'Delete expired answers and claims abandoned past idem_keys.abandon_after in one transaction, batch_size rows per statement (a full batch also takes the rest of the timestamp it ended on, so ties cost no rescans); returns the count. For a large backlog, CALL idem_sweep_paced(). Revoked from PUBLIC.';

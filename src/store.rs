@@ -33,8 +33,9 @@ macro_rules! key_columns {
 /// that column's partial index. The ORDER BY keeps the planner off a sequential scan, which with a LIMIT would
 /// walk every row the earlier batches deleted (or a whole table of live keys) on each batch. $3 is where the
 /// previous batch of the same sweep ended, so a sweep that runs in one transaction, where its own deleted rows
-/// cannot be marked dead in the index yet, does not step over them again on every batch. Returns the count
-/// and the latest `$column` deleted.
+/// cannot be marked dead in the index yet, does not step over them again on every batch. $2 NULL (LIMIT ALL)
+/// with $1 = $3 deletes the rest of one timestamp's rows (`Sweep::one_transaction`). Returns the count and
+/// the latest `$column` deleted.
 macro_rules! sweep_statement {
     ($done:literal, $column:literal) => {
         concat!(

@@ -12,7 +12,7 @@ use pgrx::prelude::*;
 fn idem_sweep(batch_size: default!(Option<i32>, "NULL")) -> i64 {
     crate::args::writable("idem_sweep");
     let batch_size = batch_size_or_default(batch_size);
-    let mut sweep = Sweep::default();
+    let mut sweep = Sweep::in_one_transaction();
     while sweep.batch(batch_size) {}
     sweep.record();
     sweep.removed
@@ -45,6 +45,8 @@ fn idem_sweep_step(
         },
         removed: count("removed").unwrap_or(0),
         longest_batch_micros: count("longest_batch_micros").unwrap_or(0),
+        // idem_sweep_paced commits after every step.
+        one_transaction: false,
     };
     let done = !sweep.batch(batch_size);
     if done {
@@ -82,12 +84,25 @@ pub struct Sweep {
     pub removed: i64,
     /// The longest batch so far (the sweep record's longest batch).
     longest_batch_micros: i64,
+    /// All batches run in one transaction (`idem_sweep`), where the index entries of rows this sweep deleted
+    /// cannot be marked dead: a full batch then also takes the rest of the expiry (or lease end) it ended
+    /// on, and the next batch starts just after it. Otherwise every batch inside a large group of keys
+    /// sharing one expiry would step over all the group's rows deleted so far (quadratic). A sweep that
+    /// commits each batch keeps batches bounded instead: its dead entries are marked once it commits.
+    one_transaction: bool,
 }
 
 impl Sweep {
+    pub fn in_one_transaction() -> Self {
+        Sweep {
+            one_transaction: true,
+            ..Sweep::default()
+        }
+    }
+
     /// Deletes the next batch. True when it came back full, so more may be waiting.
     pub fn batch(&mut self, batch_size: i32) -> bool {
-        let batch = sweep_batch(batch_size, self.cursor);
+        let batch = sweep_batch(batch_size, self.cursor, self.one_transaction);
         self.cursor = batch.next;
         self.removed += batch.finished + batch.abandoned;
         self.longest_batch_micros = self.longest_batch_micros.max(batch.micros);
@@ -130,29 +145,39 @@ impl Default for SweepCursor {
     }
 }
 
-/// One batch from `from`: at most `batch_size` expired answers and at most `batch_size` abandoned claims.
-fn sweep_batch(batch_size: i32, from: SweepCursor) -> Batch {
+/// One batch from `from`: at most `batch_size` expired answers and at most `batch_size` abandoned claims,
+/// plus, with `take_ties`, the rest of the timestamp a full batch ended on (see `Sweep::one_transaction`).
+fn sweep_batch(batch_size: i32, from: SweepCursor, take_ties: bool) -> Batch {
     let now = store::clock_now();
     let abandoned_before = now.saturating_sub(crate::guc::abandon_after_micros());
+    let limit = batch_size as i64;
     store::with_spi(|client| {
-        // (rows deleted, the latest timestamp among them or `from` when none)
-        let delete = |stmt, before, from: i64| {
+        // (rows deleted, the latest timestamp among them or `from` when none); no `limit`: every row
+        let delete = |stmt, before, from: i64, limit: Option<i32>| {
             let gone = store::run(
                 client,
                 stmt,
                 &[
                     store::timestamptz(before),
-                    store::int4(batch_size),
+                    store::raw(limit.map(pg_sys::Datum::from), pg_sys::INT4OID),
                     store::timestamptz(from),
                 ],
             );
             let count = store::value::<i64>(&gone, 1).unwrap_or_default();
             (count, store::timestamp(&gone, 2).unwrap_or(from))
         };
-        let (finished, finished_from) = delete(Stmt::SweepFinished, now, from.finished_from);
+        // (rows deleted, where the next batch starts)
+        let kind = |stmt, before, from| {
+            let (count, last) = delete(stmt, before, from, Some(batch_size));
+            if !take_ties || count < limit {
+                return (count, last);
+            }
+            let (rest, _) = delete(stmt, last, last, None);
+            (count + rest, last.saturating_add(1))
+        };
+        let (finished, finished_from) = kind(Stmt::SweepFinished, now, from.finished_from);
         let (abandoned, abandoned_from) =
-            delete(Stmt::SweepAbandoned, abandoned_before, from.abandoned_from);
-        let limit = batch_size as i64;
+            kind(Stmt::SweepAbandoned, abandoned_before, from.abandoned_from);
         Batch {
             finished,
             abandoned,
