@@ -286,20 +286,19 @@ if ((SWEEP_KEYS > 0)); then
 fi
 
 # --- growth: the new-key and replay cycles with more and more keys stored. Each contender's table is
-# filled alone, the others empty, as a server holds one such table: with all three filled (10 M keys each,
-# about 16 GB) the uniform replays mostly measured which table the others had pushed out of memory
-# (BENCH_GROWTH_TOGETHER=1 fills them side by side again, for that comparison). Replay twice: of any stored
-# key (uniform: the worst case for memory) and of one of the newest 10 000 (what a retry is: it follows its
-# first attempt within minutes).
+# filled alone, the others empty, as a server holds one such table, so no curve pays for the other tables'
+# memory (10 M keys each is about 16 GB side by side; BENCH_GROWTH_TOGETHER=1 fills them together again).
+# Replay twice: of any stored key (uniform: the worst case for memory) and of one of the newest 10 000 (what
+# a retry is: it follows its first attempt within minutes).
 if [ -n "$GROWTH" ]; then
+  # Each group is a space-separated list of the contenders whose tables are filled together.
   if [ -n "${BENCH_GROWTH_TOGETHER:-}" ]; then
-    groups=("${contenders[*]}")
-    fact growth_note "the contenders' tables filled side by side in the one server, contenders rotated per round"
+    groups=("${contenders[*]}") note="the contenders' tables filled side by side in the one server, contenders rotated per round"
   else
-    groups=("${contenders[@]}")
-    fact growth_note "each contender's table filled alone (the others empty), as a server holds one"
+    groups=("${contenders[@]}") note="each contender's table filled alone (the others empty), as a server holds one"
   fi
-  echo "=== growth: $GROWTH stored keys ($GROWTH_CLIENTS clients, sync off); $(tail -n 1 "$dir/facts.tsv" | cut -f2)"
+  fact growth_note "$note"
+  echo "=== growth: $GROWTH stored keys ($GROWTH_CLIENTS clients, sync off); $note"
   for group in "${groups[@]}"; do
     read -ra filled <<<"$group"
     for c in "${contenders[@]}"; do sql -c "TRUNCATE ${TABLE[$c]}"; done
@@ -308,8 +307,7 @@ if [ -n "$GROWTH" ]; then
       step=$SECONDS
       for c in "${filled[@]}"; do populate "$c" finished fin $((stored + 1)) "$size"; done
       stored=$size
-      for c in "${filled[@]}"; do sql -c "VACUUM ANALYZE ${TABLE[$c]}"; done
-      sql -c CHECKPOINT
+      vacuum_all # the empty tables take no time
       for c in "${filled[@]}"; do
         fact "bytes_per_key:$c:$size" "$(sql -c "SELECT pg_total_relation_size('${TABLE[$c]}') / count(*) FROM ${TABLE[$c]}")"
       done

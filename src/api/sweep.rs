@@ -152,14 +152,14 @@ fn sweep_batch(batch_size: i32, from: SweepCursor, take_ties: bool) -> Batch {
     let abandoned_before = now.saturating_sub(crate::guc::abandon_after_micros());
     let limit = batch_size as i64;
     store::with_spi(|client| {
-        // (rows deleted, the latest timestamp among them or `from` when none); no `limit`: every row
-        let delete = |stmt, before, from: i64, limit: Option<i32>| {
+        // (rows deleted, the latest timestamp among them or `from` when none); `max_rows` None: every row
+        let delete = |stmt, before, from: i64, max_rows: Option<i32>| {
             let gone = store::run(
                 client,
                 stmt,
                 &[
                     store::timestamptz(before),
-                    store::raw(limit.map(pg_sys::Datum::from), pg_sys::INT4OID),
+                    store::raw(max_rows.map(pg_sys::Datum::from), pg_sys::INT4OID),
                     store::timestamptz(from),
                 ],
             );

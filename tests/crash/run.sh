@@ -107,7 +107,7 @@ sql -c "CREATE TABLE retries AS
                  LATERAL idem_claim('storm', k.key, jsonb_build_object('n', k.key)) r"
 bad=$(sql -c "SELECT count(*) FROM retries WHERE outcome NOT IN ('replay', 'recovered', 'claimed')")
 [ "$bad" = 0 ] || fail "$bad retries got neither replay, recovered nor claimed"
-echo "acknowledged before the crash: $(grep -c '^claim' "$dir/acks") claims, $(grep -c '^finish ' "$dir/acks") finishes" \
+echo "acknowledged before the crash: $(grep -c '^claim ' "$dir/acks") claims, $(grep -c '^finish ' "$dir/acks") finishes" \
      "($(grep -c '^finish-failed' "$dir/acks") failed: fenced off or cut by the crash); finished rows after restart: $finished of $keys keys"
 echo "checked: $(sql -c "SELECT count(*) FROM acks WHERE kind = 'finish'") acknowledged finishes replay their answer;" \
      "0 keys with two owners of one attempt; 0 keys finished twice"
