@@ -5,7 +5,8 @@
 #   bash bench/run.sh --smoke   ~1 s per run, tiny data, one round: every contender and workload runs, the
 #                               three agree on semantics, and no run has an error; writes no docs
 # Knobs (environment), e.g. a partial run that leaves docs/ alone:
-#   BENCH_CONTENDERS="idem" (a subset), BENCH_SHARED_BUFFERS=8GB, BENCH_GROWTH_TOGETHER=1 (see growth), and
+#   BENCH_CONTENDERS="idem" (a subset), BENCH_SHARED_BUFFERS=2GB, BENCH_HUGE_PAGES= (empty: 4 kB pages; see the
+#   server below), BENCH_GROWTH_TOGETHER=1 (see growth), and
 #   BENCH_WORKLOADS=replay BENCH_CLIENTS=8 BENCH_SYNC=off BENCH_ROUNDS=1 BENCH_GROWTH= BENCH_SWEEP_KEYS=0 \
 #     BENCH_DOCS=/tmp/bench-docs bash bench/run.sh
 # Follow-ups for what the rounds here cannot resolve: bench/ab.sh (alternating pairs of two variants of
@@ -31,7 +32,10 @@ GROWTH_CLIENTS=${BENCH_GROWTH_CLIENTS:-8}
 SWEEP_KEYS=${BENCH_SWEEP_KEYS:-$(full_or_smoke 1000000 2000)} # expired keys idem_sweep deletes (0: skip)
 SWEEP_BASE_SECONDS=${BENCH_SWEEP_SECONDS:-$(full_or_smoke 10 1)}
 SWEEP_CLIENTS=4 SWEEP_RATE=200                        # claims/s arriving during the sweep: a served API, not a flood
-SHARED_BUFFERS=${BENCH_SHARED_BUFFERS:-$(full_or_smoke 2GB 128MB)}
+# Sized as a server holding 10 M keys would be: one contender's growth table (5.4 GB at 10 M keys, more after
+# the new-key runs) fits in shared_buffers, mapped in 2 MB pages. docs/benchmarks.md shows what 2 GB or 4 kB pages cost.
+SHARED_BUFFERS=${BENCH_SHARED_BUFFERS:-$(full_or_smoke 8GB 128MB)}
+HUGE_PAGES=${BENCH_HUGE_PAGES-$(full_or_smoke 1 "")}
 DOCS=${BENCH_DOCS:-docs}
 NPROC=$(nproc)
 read -ra contenders <<<"${BENCH_CONTENDERS:-sql plpgsql idem}" # a subset only for follow-up runs
@@ -42,9 +46,11 @@ source bench/common.sh
 started=$SECONDS
 dir=$(mktemp -d /tmp/idem-bench.XXXXXX)  # short: it holds the server's Unix socket
 mkdir -p "$dir/scripts" "$dir/logs"
+hugepages_before=$(cat /proc/sys/vm/nr_hugepages)
 cleanup() {
   local rc=$?
   bash scripts/cluster.sh stop "$dir"
+  echo "$hugepages_before" >/proc/sys/vm/nr_hugepages 2>/dev/null || true
   if ((rc)) && [ -f "$dir/server.log" ]; then
     # A backend killed by a signal here usually means the extension's .so was replaced mid-run: rerun.
     echo "--- server log: errors" >&2
@@ -66,7 +72,21 @@ fi
 # --- the server: checkpoints and WAL recycling spaced out so they do not land inside short runs
 # The sweeper is preloaded but idle until the sweep section turns it on; it starts a pass as it starts, and
 # the next one only a minute later, so its last pass is the one that swept the backlog.
-bash scripts/cluster.sh start "$dir" "$PORT" "shared_buffers = $SHARED_BUFFERS" "max_connections = 100" \
+# Huge pages: reserved for the run (restored on exit) as shared_buffers plus a margin for the rest of
+# shared memory. A kernel that will not give them (a container) gets 4 kB pages and a warning; the settings
+# table in the report says which it was.
+huge_pages=off
+if [ -n "$HUGE_PAGES" ]; then
+  sb_mb=$(numfmt --from=iec "${SHARED_BUFFERS%B}" | awk '{print int($1 / 1048576)}')
+  want=$((sb_mb / 2 + sb_mb / 32 + 64))
+  echo "$want" >/proc/sys/vm/nr_hugepages 2>/dev/null || true
+  if [ "$(cat /proc/sys/vm/nr_hugepages)" -ge "$want" ]; then
+    huge_pages=on
+  else
+    echo "bench: WARNING: the kernel gave $(cat /proc/sys/vm/nr_hugepages) of $want huge pages; 4 kB pages instead" >&2
+  fi
+fi
+bash scripts/cluster.sh start "$dir" "$PORT" "shared_buffers = $SHARED_BUFFERS" "huge_pages = $huge_pages" "max_connections = 100" \
   "max_wal_size = 8GB" "checkpoint_timeout = 30min" "synchronous_commit = on" "fsync = on" \
   "shared_preload_libraries = 'idem_keys'" "idem_keys.sweep_enabled = off" "idem_keys.sweep_interval = 60" \
   "log_min_messages = warning" "log_checkpoints = on"
