@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Side-by-side benchmark of idem_keys against hand-written SQL and PL/pgSQL (issue 5): one throwaway
 # PostgreSQL 15, pgbench -M prepared, the three contenders interleaved round by round in the same run.
-#   bash bench/run.sh           full run (about 40 min on 2 cores, up to ~25 GB in /tmp): writes docs/benchmarks.md, docs/bench/
+#   bash bench/run.sh           full run (about 45 min on 2 cores, up to ~25 GB in /tmp, 8.6 GB of huge pages): writes docs/benchmarks.md, docs/bench/
 #   bash bench/run.sh --smoke   ~1 s per run, tiny data, one round: every contender and workload runs, the
 #                               three agree on semantics, and no run has an error; writes no docs
 # Knobs (environment), e.g. a partial run that leaves docs/ alone:
