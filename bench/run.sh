@@ -31,6 +31,7 @@ GROWTH=${BENCH_GROWTH-$(full_or_smoke "10000 1000000 10000000" 10000)} # stored 
 GROWTH_CLIENTS=${BENCH_GROWTH_CLIENTS:-8}
 SWEEP_KEYS=${BENCH_SWEEP_KEYS:-$(full_or_smoke 1000000 2000)} # expired keys idem_sweep deletes (0: skip)
 SWEEP_BASE_SECONDS=${BENCH_SWEEP_SECONDS:-$(full_or_smoke 10 1)}
+SWEEP_ROUNDS=${BENCH_SWEEP_ROUNDS:-$(full_or_smoke 3 1)} # each sweep's verdict: the median of its rounds' ratios
 SWEEP_CLIENTS=4 SWEEP_RATE=200                        # claims/s arriving during the sweep: a served API, not a flood
 # Sized as a server holding 10 M keys would be: one contender's growth table (5.4 GB at 10 M keys, more after
 # the new-key runs) fits in shared_buffers, mapped in 2 MB pages. docs/benchmarks.md shows what 2 GB or 4 kB pages cost.
@@ -242,22 +243,24 @@ done
 
 # --- sweep: expired keys deleted while claims arrive at a fixed rate, against the same claims alone. Three
 # times: by the background worker and by CALL idem_sweep_paced() (the pg_cron way), both a transaction per
-# batch with idem_keys.sweep_delay between, and by one idem_sweep() call (one transaction).
-# sweep_while_claiming HOW (worker|paced|call): fills SWEEP_KEYS expired keys, sweeps them, records the claims.
+# batch with idem_keys.sweep_delay between, and by one idem_sweep() call (one transaction). SWEEP_ROUNDS
+# rounds of the three, their order rotated: a p99 is the 20th-slowest of about 2000 claims, and one sweep's
+# ratio swings around 2x from run to run.
+# sweep_while_claiming HOW ROUND (worker|paced|call): fills SWEEP_KEYS expired keys, sweeps them, records the claims.
 sweep_while_claiming() {
-  local how=$1 flag=$dir/sweep.$1.done before deleted t0 t1
+  local how=$1 round=$2 flag=$dir/sweep.$1.$2.done before deleted t0 t1 logs=$dir/logs/$1-r$2
   populate idem expired expired 1 "$SWEEP_KEYS"
   vacuum_all
   # The same claims without a sweep, right before this one: on this machine the claims' p99 alone drifts
   # by 2-5x from minute to minute (2.1 to 10 ms in full runs), so each sweep is held against its own.
-  pgb "claims without sweep" "${claim[@]}" -T "$SWEEP_BASE_SECONDS" -l --log-prefix="$dir/logs/alone-$how"
-  record sweep "claim_without_$how" idem $SWEEP_CLIENTS on 1 "$SWEEP_KEYS" "$dir/logs/alone-$how"
+  pgb "claims without sweep" "${claim[@]}" -T "$SWEEP_BASE_SECONDS" -l --log-prefix="$logs-alone"
+  record sweep "claim_without_$how" idem $SWEEP_CLIENTS on "$round" "$SWEEP_KEYS" "$logs-alone"
   # Claims in short pgbench runs until the sweep is over; their logs are cut to the sweep's window.
   (
     i=0
     until [ -e "$flag" ]; do
       i=$((i + 1))
-      pgb "claims during sweep" "${claim[@]}" -T $((SECS < 2 ? SECS : 2)) -l --log-prefix="$dir/logs/sweep-$how.$i"
+      pgb "claims during sweep" "${claim[@]}" -T $((SECS < 2 ? SECS : 2)) -l --log-prefix="$logs-during.$i"
     done
   ) &
   claims=$!
@@ -289,19 +292,20 @@ sweep_while_claiming() {
   [ "$deleted" = "$SWEEP_KEYS" ] || fail "the $how sweep deleted $deleted keys, expected $SWEEP_KEYS"
   seconds=$(python3 -c 'import sys; print(f"{float(sys.argv[2]) - float(sys.argv[1]):.3f}")' "$t0" "$t1")
   tps=$SWEEP_RATE  # the offered rate; the row's count says how many claims fell inside the sweep
-  record sweep "claim_during_$how" idem $SWEEP_CLIENTS on 1 "$SWEEP_KEYS" "$dir/logs/sweep-$how" --window "$t0" "$t1"
-  fact "sweep_deleted_$how" "$deleted"
-  fact "sweep_seconds_$how" "$seconds"
-  echo "  $how sweep deleted $deleted keys in $seconds s"
+  record sweep "claim_during_$how" idem $SWEEP_CLIENTS on "$round" "$SWEEP_KEYS" "$logs-during" --window "$t0" "$t1"
+  fact "sweep_deleted_$how:$round" "$deleted"
+  fact "sweep_seconds_$how:$round" "$seconds"
+  echo "  $how sweep (round $round) deleted $deleted keys in $seconds s"
 }
 if ((SWEEP_KEYS > 0)); then
   echo "=== sweep of $SWEEP_KEYS expired keys (claims at $SWEEP_RATE/s from $SWEEP_CLIENTS clients, sync on)"
   workload_vars claim 0
   claim=($SWEEP_CLIENTS on "$dir/scripts/idem-claim.pgbench" "${wvars[@]}" -R $SWEEP_RATE)
   batch=$(sql -c 'SHOW idem_keys.sweep_batch_size') delay=$(sql -c 'SHOW idem_keys.sweep_delay')
-  sweep_while_claiming worker
-  sweep_while_claiming paced
-  sweep_while_claiming call
+  hows=(worker paced call)
+  for ((r = 1; r <= SWEEP_ROUNDS; r++)); do
+    for ((i = 0; i < ${#hows[@]}; i++)); do sweep_while_claiming "${hows[(i + r - 1) % ${#hows[@]}]}" "$r"; done
+  done
   fact sweep_note "batches of idem_keys.sweep_batch_size = $batch; the worker and CALL idem_sweep_paced() commit each and rest idem_keys.sweep_delay = $delay between them, one idem_sweep() call runs them all in one transaction"
 fi
 
