@@ -11,7 +11,7 @@ import csv
 import glob
 import os
 import statistics
-from collections import defaultdict
+from collections import defaultdict, namedtuple
 
 CONTENDERS = ["sql", "plpgsql", "idem"]
 LABEL = {"sql": "hand-written SQL", "plpgsql": "PL/pgSQL", "idem": "idem_keys"}
@@ -119,27 +119,29 @@ def load(directory):
     return med, facts
 
 
-def raw_rows(directory, section):
-    with open(os.path.join(directory, "results.tsv")) as f:
-        return [row for row in csv.DictReader(f, delimiter="\t") if row["section"] == section]
+SweepRound = namedtuple("SweepRound", "round without during seconds deleted")
 
 
 def sweep_rounds(directory, facts):
-    """Per sweep way, its rounds in order: (round, p99 without, p99 during, claims during, seconds, deleted).
+    """Per sweep way, its rounds in order (SweepRound: the claims' results.tsv rows without and during it).
 
     Each sweep is held against the claims measured right before it, so its ratio is taken per round and the
     verdict is the median of those ratios, not a ratio of medians from different minutes.
     """
     rows = defaultdict(dict)
-    for row in raw_rows(directory, "sweep"):
-        phase, _, how = row["workload"].partition("_")[2].partition("_")
-        rows[how].setdefault(int(row["round"]), {})[phase] = row
-    out = {}
-    for how, by_round in rows.items():
-        out[how] = [(r, float(p["without"]["p99"]), float(p["during"]["p99"]), int(float(p["during"]["n"])),
-                     float(facts.get(f"sweep_seconds_{how}:{r}", "nan")), int(facts.get(f"sweep_deleted_{how}:{r}", 0)))
-                    for r, p in sorted(by_round.items()) if "without" in p and "during" in p]
-    return out
+    with open(os.path.join(directory, "results.tsv")) as f:
+        for row in csv.DictReader(f, delimiter="\t"):
+            if row["section"] == "sweep":  # workload claim_without_HOW or claim_during_HOW
+                phase, _, how = row["workload"].partition("_")[2].partition("_")
+                rows[how].setdefault(int(row["round"]), {})[phase] = row
+    return {how: [SweepRound(r, p["without"], p["during"], float(facts.get(f"sweep_seconds_{how}:{r}", "nan")),
+                             int(facts.get(f"sweep_deleted_{how}:{r}", 0)))
+                  for r, p in sorted(by_round.items()) if "without" in p and "during" in p]
+            for how, by_round in rows.items()}
+
+
+def p99_ratio(sweep):
+    return ratio(float(sweep.during["p99"]), float(sweep.without["p99"]))
 
 
 def ratio(a, b):
@@ -229,12 +231,12 @@ def targets(med, facts, sweeps):
     for how, label in SWEEPS:
         rounds = sweeps.get(how)
         if rounds:
-            ratios = [ratio(during, without) for _, without, during, *_ in rounds]
-            r = statistics.median(ratios)
-            seconds = [sec for *_, sec, _ in rounds]
-            rows.append((f"sweep of {rounds[0][5]:,} keys by {label}: claim p99 during ≤ 2× without",
+            r = statistics.median(p99_ratio(s) for s in rounds)
+            seconds = [s.seconds for s in rounds]
+            rows.append((f"sweep of {rounds[0].deleted:,} keys by {label}: claim p99 during ≤ 2× without",
                          f"{r:.2f}×, the median of {len(rounds)} round(s): "
-                         + ", ".join(f"{d:.2f}/{w:.2f} ms = {x:.2f}×" for (_, w, d, *_), x in zip(rounds, ratios))
+                         + ", ".join(f"{float(s.during['p99']):.2f}/{float(s.without['p99']):.2f} ms = {p99_ratio(s):.2f}×"
+                                     for s in rounds)
                          + f" (sweeps took {min(seconds):.1f}–{max(seconds):.1f} s)",
                          "met" if r <= 2 else "**not met**"))
     keys, pick = axes_of(med, "growth")
@@ -339,12 +341,12 @@ def cmd_render(args):
                   "right before it without a sweep; the target's verdict is the median of the rounds' ratios.", "",
                   "| way | round | claims without: p50 / p99 ms | deleted | in s | claims during: p50 / p99 ms (claims) | p99 ratio |",
                   "|---|---:|---:|---:|---:|---:|---:|"]
-        rows = {(row["workload"], int(row["round"])): row for row in raw_rows(args.dir, "sweep")}
         for how, label in SWEEPS:
-            for r, without, during, n, seconds, deleted in sweeps.get(how, []):
-                w, d = rows[(f"claim_without_{how}", r)], rows[(f"claim_during_{how}", r)]
-                lines.append(f"| {label} | {r} | {float(w['p50']):.2f} / {without:.2f} | {deleted:,} | {seconds:.1f} | "
-                             f"{float(d['p50']):.2f} / {during:.2f} ({n}) | {ratio(during, without):.2f}× |")
+            for s in sweeps.get(how, []):
+                w, d = s.without, s.during
+                lines.append(f"| {label} | {s.round} | {float(w['p50']):.2f} / {float(w['p99']):.2f} | {s.deleted:,} | "
+                             f"{s.seconds:.1f} | {float(d['p50']):.2f} / {float(d['p99']):.2f} ({int(float(d['n']))}) | "
+                             f"{p99_ratio(s):.2f}× |")
     if args.charts:
         rel = os.path.relpath(args.charts, os.path.dirname(os.path.abspath(args.out)))
         lines += ["", "## Charts", ""]

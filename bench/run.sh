@@ -252,7 +252,7 @@ sweep_while_claiming() {
   populate idem expired expired 1 "$SWEEP_KEYS"
   vacuum_all
   # The same claims without a sweep, right before this one: on this machine the claims' p99 alone drifts
-  # by 2-5x from minute to minute (2.1 to 10 ms in full runs), so each sweep is held against its own.
+  # by 2-100x from minute to minute (2.1 to 207 ms in full runs), so each sweep is held against its own.
   pgb "claims without sweep" "${claim[@]}" -T "$SWEEP_BASE_SECONDS" -l --log-prefix="$logs-alone"
   record sweep "claim_without_$how" idem $SWEEP_CLIENTS on "$round" "$SWEEP_KEYS" "$logs-alone"
   # Claims in short pgbench runs until the sweep is over; their logs are cut to the sweep's window.
