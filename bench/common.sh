@@ -1,7 +1,7 @@
 # Shared by the bench scripts (sourced): the pgbench binary, the payloads every contender sends, a
 # throwaway server with the bench schema, and filling it with expired keys.
 # shellcheck shell=bash disable=SC2034
-PGBENCH=/usr/lib/postgresql/15/bin/pgbench
+PGBENCH=$("${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}" --bindir)/pgbench
 
 # A typical payment request, the same request with another amount, and a ~200-byte answer.
 BODY='{"amount": 1000, "currency": "EUR", "customer": "cus_9s6XKzkNRiz8i3", "description": "Order 4711"}'

@@ -3,15 +3,26 @@
 #   dist/postgresql-<major>-idem-keys_<version>-1_<arch>.deb    Debian package (dpkg -i)
 #   dist/idem_keys-<version>-pg<major>-linux-<arch>.tar.gz      the same files under usr/, plus INSTALL.md
 #   dist/idem_keys-<version>.zip                               PGXN source distribution, with META.json
+# One .deb and tarball per major in PG_MAJORS (default: every supported one): 15 is built here, 17 and 18
+# in their Debian roots (scripts/pg_root.sh), so each links against the libc its Debian release ships.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PG_CONFIG=${PG_CONFIG:-/usr/bin/pg_config}
+source scripts/pg_major.sh
 export PATH="$HOME/.cargo/bin:$PATH"
-major=$("$PG_CONFIG" --version | sed -E 's/^PostgreSQL ([0-9]+).*/\1/')
+major=$(pg_major)
+if [ -z "${IDEM_ONE_MAJOR:-}" ]; then
+  for other in ${PG_MAJORS:-$SUPPORTED_MAJORS}; do
+    [ "$other" = "$major" ] && continue
+    bash scripts/pg_root.sh ensure "$other"
+    bash scripts/pg_root.sh run "$other" bash scripts/setup.sh
+    bash scripts/pg_root.sh run "$other" env IDEM_ONE_MAJOR=1 bash scripts/package.sh
+  done
+  [[ " ${PG_MAJORS:-$SUPPORTED_MAJORS} " == *" $major "* ]] || exit 0
+fi
 field() { sed -nE "s/^$1 = \"(.*)\"/\1/p" Cargo.toml | head -1; }
 version=$(field version) description=$(field description) license=$(field license)
 arch=$(dpkg --print-architecture)
-stage=target/package-stage out=dist
+stage=target/package-stage-pg$major out=dist
 rm -rf "$stage" && mkdir -p "$stage" "$out"
 
 # The built extension, laid out as it installs (usr/lib/postgresql/N/lib, usr/share/postgresql/N/extension).
@@ -48,7 +59,7 @@ Package: postgresql-$major-idem-keys
 Version: $version-1
 Architecture: $arch
 Maintainer: idem_keys developers <idem-keys@example.org>
-Depends: postgresql-$major, libc6 (>= 2.36), libgcc-s1
+Depends: postgresql-$major, libc6 (>= $(ldd --version | sed -nE '1s/.* ([0-9]+\.[0-9]+)$/\1/p')), libgcc-s1
 Section: database
 Priority: optional
 Description: $description

@@ -1,14 +1,23 @@
 #!/usr/bin/env bash
-# Installs everything idem_keys needs on a fresh Debian 12 machine, and nothing that is already there.
-# Idempotent: every step checks first, so `make demo` and `make test` can call it on every run.
+# Installs everything idem_keys needs for the PostgreSQL that PG_CONFIG names (default: Debian's 15), and
+# nothing that is already there. Idempotent: every step checks first, so `make demo` and `make test` can
+# call it on every run. Inside a major's root (scripts/pg_root.sh) it does the same for that major.
 set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/pg_major.sh
 
 PGRX_VERSION=0.18.1
-PG_MAJOR=15
+PG_MAJOR=$(pg_major)
+if ! dpkg-query -W -f='${Status}' "postgresql-server-dev-$PG_MAJOR" 2>/dev/null | grep -q 'install ok installed' &&
+   ! apt-cache policy "postgresql-server-dev-$PG_MAJOR" 2>/dev/null | grep -q 'Candidate: [0-9]'; then
+  echo "setup: PostgreSQL $PG_MAJOR is not in this machine's Debian suite." >&2
+  echo "setup: \`PG_MAJORS=$PG_MAJOR make test\` runs it in a Debian root of its own (scripts/pg_root.sh)." >&2
+  exit 1
+fi
 need_pkgs=(postgresql-$PG_MAJOR postgresql-server-dev-$PG_MAJOR postgresql-$PG_MAJOR-cron zip
            libclang-dev clang build-essential pkg-config libssl-dev sudo)
 
-bash "$(dirname "$0")/apt_install.sh" setup "${need_pkgs[@]}"
+bash scripts/apt_install.sh setup "${need_pkgs[@]}"
 
 # Debian's postgresql package creates a default cluster and may start it; we never use it, and its
 # port 5432 would only confuse a newcomer's psql. Leave it alone if the user runs it on purpose.
@@ -19,7 +28,7 @@ if ! cargo pgrx --version 2>/dev/null | grep -q "$PGRX_VERSION"; then
   cargo install cargo-pgrx --version "$PGRX_VERSION" --locked --quiet
 fi
 
-# Writes ~/.pgrx/config.toml pointing at Debian's pg_config; downloads nothing.
-if ! grep -q "pg$PG_MAJOR" "${PGRX_HOME:-$HOME/.pgrx}/config.toml" 2>/dev/null; then
-  cargo pgrx init --pg$PG_MAJOR /usr/bin/pg_config >/dev/null
+# Writes ~/.pgrx/config.toml pointing at this major's pg_config; downloads nothing.
+if ! grep -q "^pg$PG_MAJOR = \"$PG_CONFIG\"" "${PGRX_HOME:-$HOME/.pgrx}/config.toml" 2>/dev/null; then
+  cargo pgrx init "--pg$PG_MAJOR" "$PG_CONFIG" >/dev/null
 fi

@@ -1,17 +1,21 @@
 #!/usr/bin/env bash
-# `make test`: every test tier against real PostgreSQL servers, one timing line per stage.
-#   scripts/test.sh            all stages
+# `make test`: every test tier against real PostgreSQL servers of every supported major, one timing line
+# per stage and major.
+#   scripts/test.sh            all stages on every major
 #   scripts/test.sh STAGE...   only these (pgtest regress isolation upgrade lifecycle package crash worker e2e bench)
+#   PG_MAJORS="15 18"          only these majors (default: all of SUPPORTED_MAJORS in scripts/pg_major.sh)
+# Every stage runs on 15, the host's own PostgreSQL. On 17 and 18 the stages that exercise the server
+# (EVERY_MAJOR below) run inside that major's Debian root (scripts/pg_root.sh, built on first use); the
+# client-side ones (lifecycle's dump and standby scripts, the e2e services) run once, on 15.
 # BLESS=1 copies the golden-file outputs over the expected files (review the diff before committing).
-set -euo pipefail
+set -eEuo pipefail # -E: the ERR trap below also fires inside functions
 cd "$(dirname "$0")/.."
-PG_CONFIG=${PG_CONFIG:-/usr/bin/pg_config}
-PG_MAJOR=$("$PG_CONFIG" --version | sed -E 's/^PostgreSQL ([0-9]+).*/\1/')
-PGXS_TEST=$("$PG_CONFIG" --pkglibdir)/pgxs/src/test
+source scripts/pg_major.sh
 export PATH="$HOME/.cargo/bin:$PATH"
 
 stages=("$@")
 ((${#stages[@]})) || stages=(pgtest regress isolation upgrade lifecycle package crash worker e2e bench)
+EVERY_MAJOR=" pgtest regress isolation upgrade package crash worker bench "
 
 scratch_dir() { # a postgres-owned scratch directory with a short path (it holds Unix sockets)
   local d; d=$(mktemp -d /tmp/idem.XXXXXX); chown postgres: "$d"; echo "$d"
@@ -44,6 +48,23 @@ stage_regress() {
   local tests; tests=$(ls tests/pg_regress/sql | sed 's/\.sql$//' | sort)
   run_pg_regress regress tests/pg_regress "$tests"
   run_pg_regress regress tests/pg_regress "$(grep -vx surface <<<"$tests")" "idem_keys.direct_path = off"
+  check_verbatim_quotes
+}
+
+# Docs that quote a golden file say so (<!-- verbatim: FILE -->); the quoted block must still be in it, line
+# for line, so the examples cannot drift from what the server prints.
+check_verbatim_quotes() {
+  python3 - docs/*.md README.md <<'PY'
+import re, sys
+bad = 0
+for doc in sys.argv[1:]:
+    text = open(doc).read()
+    for source, block in re.findall(r"<!-- verbatim: (\S+) -->\n```\n(.*?)```", text, re.S):
+        if block not in open(source).read():
+            print(f"{doc}: the block quoted from {source} is no longer in it")
+            bad += 1
+sys.exit(1 if bad else 0)
+PY
 }
 
 # Races, with PostgreSQL's own isolation tester: one spec per race, every listed interleaving.
@@ -111,10 +132,41 @@ run_pg_regress() {
   return $status
 }
 
-for stage in "${stages[@]}"; do
-  if declare -F "stage_$stage" >/dev/null; then
-    timed "$stage" "stage_$stage"
+# The stages of one major, here: PG_CONFIG is that major's, on this machine.
+run_here() {
+  PG_MAJOR=$(pg_major)
+  PGXS_TEST=$("$PG_CONFIG" --pkglibdir)/pgxs/src/test
+  for stage in "$@"; do
+    if declare -F "stage_$stage" >/dev/null; then
+      timed "$stage (pg$PG_MAJOR)" "stage_$stage"
+    else
+      timed "$stage (pg$PG_MAJOR)" stage_suite "$stage"
+    fi
+  done
+}
+
+# Inside a major's root (or when the caller picked one PG_CONFIG on purpose): just this major.
+if [ -n "${IDEM_ONE_MAJOR:-}" ]; then
+  run_here "${stages[@]}"
+  exit 0
+fi
+
+host_major=$(pg_major)
+for major in ${PG_MAJORS:-$SUPPORTED_MAJORS}; do
+  picked=()
+  for stage in "${stages[@]}"; do
+    if [ "$major" = "$host_major" ] || [[ $EVERY_MAJOR == *" $stage "* ]]; then picked+=("$stage"); fi
+  done
+  ((${#picked[@]})) || continue
+  if [ "$major" = "$host_major" ]; then
+    run_here "${picked[@]}"
+  elif [ -x "/usr/lib/postgresql/$major/bin/pg_config" ]; then
+    # A machine that has this major natively (a trixie host, say) needs no root.
+    PG_CONFIG=/usr/lib/postgresql/$major/bin/pg_config bash scripts/setup.sh
+    timed "all of pg$major" env PG_CONFIG=/usr/lib/postgresql/$major/bin/pg_config IDEM_ONE_MAJOR=1 bash scripts/test.sh "${picked[@]}"
   else
-    timed "$stage" stage_suite "$stage"
+    timed "root (pg$major)" bash scripts/pg_root.sh ensure "$major"
+    timed "setup (pg$major)" bash scripts/pg_root.sh run "$major" bash scripts/setup.sh
+    timed "all of pg$major" bash scripts/pg_root.sh run "$major" env IDEM_ONE_MAJOR=1 bash scripts/test.sh "${picked[@]}"
   fi
 done

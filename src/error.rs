@@ -5,8 +5,24 @@
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::{function_name, PgLogLevel, PgSqlErrorCode};
 
-fn raise(code: PgSqlErrorCode, message: String, detail: Option<String>, hint: Option<&str>) -> ! {
-    let mut report = ErrorReport::new(code, message, function_name!());
+/// `raise` with the calling constructor's name.
+macro_rules! raise {
+    ($($arg:expr),+ $(,)?) => {
+        raise(function_name!(), $($arg),+)
+    };
+}
+
+/// Every constructor is `#[track_caller]`, so the report's file and line are where the API detected the
+/// failure (src/api/…), and its function is the constructor's name, which says which failure it was.
+#[track_caller]
+fn raise(
+    funcname: &'static str,
+    code: PgSqlErrorCode,
+    message: String,
+    detail: Option<String>,
+    hint: Option<&str>,
+) -> ! {
+    let mut report = ErrorReport::new(code, message, funcname);
     if let Some(detail) = detail {
         report = report.set_detail(detail);
     }
@@ -18,6 +34,7 @@ fn raise(code: PgSqlErrorCode, message: String, detail: Option<String>, hint: Op
 }
 
 /// 22004: a required argument was NULL. A silent NULL result would look like a decision, so we refuse.
+#[track_caller]
 pub fn null_argument(function: &str, argument: &str) -> ! {
     let hint = match argument {
         "key" => "A request without an Idempotency-Key is the application's 400; do not claim it.",
@@ -25,7 +42,7 @@ pub fn null_argument(function: &str, argument: &str) -> ! {
         "point" => "Name the step the request has reached, e.g. 'charged'.",
         _ => "Only response, headers, state, lease, wait, retention and batch_size may be NULL.",
     };
-    raise(
+    raise!(
         PgSqlErrorCode::ERRCODE_NULL_VALUE_NOT_ALLOWED,
         format!("{function}: {argument} must not be NULL"),
         None,
@@ -34,8 +51,9 @@ pub fn null_argument(function: &str, argument: &str) -> ! {
 }
 
 /// 22023: a key or checkpoint name (`what`) that is empty (`chars` = 0) or too long.
+#[track_caller]
 fn bad_name(what: &str, chars: usize, hint: &str) -> ! {
-    raise(
+    raise!(
         PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
         if chars == 0 {
             format!("{what} must not be empty")
@@ -51,6 +69,7 @@ fn bad_name(what: &str, chars: usize, hint: &str) -> ! {
 }
 
 /// 22023: key empty or too long.
+#[track_caller]
 pub fn bad_key(chars: usize) -> ! {
     bad_name(
         "idempotency key",
@@ -60,8 +79,9 @@ pub fn bad_key(chars: usize) -> ! {
 }
 
 /// 22023: scope too long.
+#[track_caller]
 pub fn bad_scope(chars: usize) -> ! {
-    raise(
+    raise!(
         PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
         format!(
             "scope is {chars} characters long; the limit is {}",
@@ -73,8 +93,9 @@ pub fn bad_scope(chars: usize) -> ! {
 }
 
 /// 22023: HTTP status outside 100–599.
+#[track_caller]
 pub fn bad_status_code(status_code: i32) -> ! {
-    raise(
+    raise!(
         PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
         format!("status_code {status_code} is not an HTTP status code"),
         None,
@@ -83,8 +104,9 @@ pub fn bad_status_code(status_code: i32) -> ! {
 }
 
 /// 22023: headers given but not a JSON object.
+#[track_caller]
 pub fn headers_not_object(found: &str) -> ! {
-    raise(
+    raise!(
         PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
         "headers must be a JSON object".to_string(),
         Some(format!("Got a JSON {found}.")),
@@ -93,8 +115,9 @@ pub fn headers_not_object(found: &str) -> ! {
 }
 
 /// 22023: a lease, retention or similar duration that is zero or negative.
+#[track_caller]
 pub fn not_positive(argument: &str) -> ! {
-    raise(
+    raise!(
         PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
         format!("{argument} must be a positive interval"),
         None,
@@ -103,8 +126,9 @@ pub fn not_positive(argument: &str) -> ! {
 }
 
 /// 22023: a duration that may be zero but not negative (wait).
+#[track_caller]
 pub fn negative(argument: &str) -> ! {
-    raise(
+    raise!(
         PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
         format!("{argument} must not be a negative interval"),
         None,
@@ -113,6 +137,7 @@ pub fn negative(argument: &str) -> ! {
 }
 
 /// 22023: checkpoint name empty or too long.
+#[track_caller]
 pub fn bad_checkpoint(chars: usize) -> ! {
     bad_name(
         "checkpoint name",
@@ -122,8 +147,9 @@ pub fn bad_checkpoint(chars: usize) -> ! {
 }
 
 /// 22023: a count argument that is zero or negative.
+#[track_caller]
 pub fn not_positive_count(argument: &str, value: i32) -> ! {
-    raise(
+    raise!(
         PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
         format!("{argument} must be positive, got {value}"),
         None,
@@ -132,8 +158,9 @@ pub fn not_positive_count(argument: &str, value: i32) -> ! {
 }
 
 /// 54000: a response (or checkpoint state) over idem_keys.max_response_bytes.
+#[track_caller]
 pub fn too_large(argument: &str, bytes: usize, limit: usize) -> ! {
-    raise(
+    raise!(
         PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
         format!("{argument} is {bytes} bytes; idem_keys.max_response_bytes is {limit}"),
         None,
@@ -142,8 +169,9 @@ pub fn too_large(argument: &str, bytes: usize, limit: usize) -> ! {
 }
 
 /// P0002: finish or release of a key that does not exist (never claimed, released, swept, or expired).
+#[track_caller]
 pub fn unknown_key(function: &str) -> ! {
-    raise(
+    raise!(
         PgSqlErrorCode::ERRCODE_NO_DATA_FOUND,
         format!("{function}: no such idempotency key"),
         Some("The key was never claimed, was released, or its retention ended.".to_string()),
@@ -153,8 +181,9 @@ pub fn unknown_key(function: &str) -> ! {
 
 /// 55000: the token does not own the key (any more): someone recovered it after the lease ran out. The
 /// current owner's token is a capability, so it is never shown.
+#[track_caller]
 pub fn token_not_owner(token: i64) -> ! {
-    raise(
+    raise!(
         PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
         format!("token {token} does not own this idempotency key"),
         Some("Another owner recovered the key after this token's lease ran out, or the token is wrong.".to_string()),
@@ -163,8 +192,9 @@ pub fn token_not_owner(token: i64) -> ! {
 }
 
 /// 55000: a checkpoint on a key that already has its answer.
+#[track_caller]
 pub fn checkpoint_after_finish() -> ! {
-    raise(
+    raise!(
         PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
         "idempotency key is already finished; it takes no more checkpoints".to_string(),
         None,
@@ -173,8 +203,9 @@ pub fn checkpoint_after_finish() -> ! {
 }
 
 /// 25006: a write on a hot standby.
+#[track_caller]
 pub fn read_only_standby(function: &str) -> ! {
-    raise(
+    raise!(
         PgSqlErrorCode::ERRCODE_READ_ONLY_SQL_TRANSACTION,
         format!("{function} cannot run on a hot standby"),
         Some("This server is in recovery: it replays the primary's keys but cannot claim, finish or sweep them.".to_string()),
@@ -183,8 +214,9 @@ pub fn read_only_standby(function: &str) -> ! {
 }
 
 /// 55000: the library was upgraded but the database's extension objects were not.
+#[track_caller]
 pub fn catalog_needs_update(catalog_version: &str) -> ! {
-    raise(
+    raise!(
         PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
         format!(
             "the idem_keys library is version {} but this database's extension is version {catalog_version}",
@@ -196,8 +228,9 @@ pub fn catalog_needs_update(catalog_version: &str) -> ! {
 }
 
 /// 55000: a second finish that would change the stored answer.
+#[track_caller]
 pub fn already_finished_differently() -> ! {
-    raise(
+    raise!(
         PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
         "idempotency key is already finished with a different answer".to_string(),
         None,

@@ -7,7 +7,7 @@
 //! print with their own scale. We drop trailing fractional zeros while hashing, and nothing else, so any other
 //! difference still changes the fingerprint. The text is streamed into the hasher run by run; no second string
 //! is built. This module is pure Rust and is tested without a server (property tests against the server's
-//! jsonb parser live in tests/fingerprint_props.rs).
+//! jsonb parser live in src/tests/fingerprint_props.rs).
 
 use sha2::{Digest, Sha256};
 

@@ -2,8 +2,11 @@
 //!
 //! The key settings are `Userset`, so they can be set per session, per role (`ALTER ROLE … SET`), per
 //! database (`ALTER DATABASE … SET`) and in postgresql.conf. None of them is security-relevant: a caller who
-//! shortens their own lease or retention only affects the keys they write. The sweeper's own settings are
-//! `Sighup`: they belong to the server, and `pg_reload_conf()` changes them without a restart.
+//! shortens their own lease or retention only affects the keys they write. So are the sweep's batch size and
+//! rest (`sweep_batch_size`, `sweep_delay`): a manual `idem_sweep()` or `CALL idem_sweep_paced()` may pace
+//! itself per session, and the worker reads them from postgresql.conf on reload. The worker's own settings
+//! (`sweep_interval`, `sweep_databases`, `sweep_enabled`) are `Sighup`: they belong to the server, and
+//! `pg_reload_conf()` changes them without a restart.
 
 use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting};
 use pgrx::pg_sys;
@@ -46,7 +49,7 @@ static SWEEP_INTERVAL_SECONDS: GucSetting<i32> = GucSetting::<i32>::new(60);
 static SWEEP_DATABASES: GucSetting<Option<CString>> =
     GucSetting::<Option<CString>>::new(Some(c"postgres"));
 
-/// Whether `idem_claim` and `idem_finish` may skip SPI under READ COMMITTED (src/direct.rs). On by default;
+/// Whether `idem_claim` and `idem_finish` may skip SPI under READ COMMITTED (src/direct/). On by default;
 /// off exists so bench/ab.sh can measure what it buys, and as an escape hatch.
 static DIRECT_PATH: GucSetting<bool> = GucSetting::<bool>::new(true);
 

@@ -1,7 +1,8 @@
 //! idem_keys: Stripe-grade idempotency keys for PostgreSQL, from plain SQL.
 //!
 //! The DDL lives in `sql/`; each concern has its module: `api` (the SQL verbs), `store` (their statements),
-//! `direct` (the READ COMMITTED hot path of claim and finish, without SPI), `fingerprint`, `args` (input
+//! `direct` (the READ COMMITTED hot path of claim and finish, without SPI; `direct/pg.rs` is the crate's only
+//! PostgreSQL-version-specific code), `fingerprint`, `args` (input
 //! checks), `result` (the idem_result row), `guc`, `error`, and the optional sweeper: `worker` and
 //! `sweep_stats`.
 
@@ -40,7 +41,7 @@ pub extern "C-unwind" fn _PG_init() {
     }
 }
 
-/// Hooks the pgrx test harness calls; see ../shared/PGRX_NOTES.md §3.
+/// Hooks the pgrx test harness calls: no setup, and the server settings every `cargo pgrx test` cluster gets.
 #[cfg(test)]
 pub mod pg_test {
     pub fn setup(_options: Vec<&str>) {}

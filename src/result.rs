@@ -3,7 +3,7 @@
 //! The row type is looked up once per call site (FmgrInfo.fn_extra, the cache PL/pgSQL uses too) from the
 //! function's declared result type, so it is right in whatever schema CREATE EXTENSION put it.
 
-use crate::store::{Answer, Checkpoint};
+use crate::direct::row::{Answer, Checkpoint};
 use pgrx::prelude::*;
 use pgrx::PgTupleDesc;
 

@@ -1,5 +1,5 @@
 //! The SQL idem_keys runs, as plans prepared once per backend and kept (SPI_keepplan), and the reading of a
-//! key's row into Rust. Under READ COMMITTED, claim and finish first try the direct path (direct.rs) and
+//! key's row into Rust. Under READ COMMITTED, claim and finish first try the direct path (src/direct/) and
 //! come here for what it leaves: takeovers, error classification, and every other isolation level.
 //!
 //! Every statement names the table unqualified: the API functions run with a pinned
@@ -16,6 +16,8 @@ use pgrx::prelude::*;
 use pgrx::spi::{OwnedPreparedStatement, SpiClient, SpiTupleTable};
 use pgrx::{datum::DatumWithOid, PgMemoryContexts, PgOid};
 use std::cell::RefCell;
+
+use crate::direct::row::{Answer, Checkpoint, KeyRow};
 
 /// The columns a claim classifies a stored key by, in this order, after a leading `inserted` flag.
 /// `$3` is the caller's fingerprint. A finished key keeps its last checkpoint, but no outcome of a finished
@@ -227,37 +229,6 @@ pub fn run<'conn>(
 /// SPI errors that are not PostgreSQL ERRORs (those unwind by themselves) mean a bug in this file.
 fn spi_failed(error: pgrx::spi::Error) -> ! {
     pgrx::error!("idem_keys: internal SPI failure: {error}")
-}
-
-/// A key's row as a claim sees it. Varlena values are copied out of SPI memory into the caller's context,
-/// so they outlive `SPI_finish` and go straight into the result tuple without conversion.
-pub struct KeyRow {
-    pub inserted: bool,
-    pub token: i64,
-    pub attempt: i32,
-    pub same_request: bool,
-    pub finished: bool,
-    pub lease_ends_at: Option<i64>,
-    pub expires_at: Option<i64>,
-    pub answer: Answer,
-    pub created_at: i64,
-    pub checkpoint: Checkpoint,
-}
-
-/// The last recovery point an owner recorded, as raw datums owned by the caller's memory context.
-#[derive(Default)]
-pub struct Checkpoint {
-    pub point: Option<pg_sys::Datum>,
-    pub state: Option<pg_sys::Datum>,
-}
-
-/// A stored answer, as raw datums owned by the caller's memory context.
-#[derive(Default)]
-pub struct Answer {
-    pub status_code: Option<i32>,
-    pub response: Option<pg_sys::Datum>,
-    pub response_bytes: Option<pg_sys::Datum>,
-    pub headers: Option<pg_sys::Datum>,
 }
 
 pub fn first_key_row(table: &SpiTupleTable<'_>) -> Option<KeyRow> {

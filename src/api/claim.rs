@@ -5,7 +5,8 @@ use crate::args::{self, RawJsonb};
 use crate::direct;
 use crate::fingerprint::{self, Fingerprint};
 use crate::result::{Fields, Outcome};
-use crate::store::{self, KeyRow, Stmt};
+use crate::direct::row::KeyRow;
+use crate::store::{self, Stmt};
 use pgrx::datum::Interval;
 use pgrx::prelude::*;
 

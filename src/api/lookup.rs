@@ -3,7 +3,8 @@
 use crate::api::claim::seconds_until;
 use crate::args;
 use crate::result::{Fields, Outcome};
-use crate::store::{self, Answer, Checkpoint, Stmt};
+use crate::direct::row::{Answer, Checkpoint};
+use crate::store::{self, Stmt};
 use pgrx::prelude::*;
 
 /// `replay` with the stored answer, `in_progress` (retry_after 0 once the lease has ended), or NULL when the

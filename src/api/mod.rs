@@ -1,4 +1,4 @@
-//! The SQL verbs. Each file is one verb (or a pair that share their statements); see docs/api.md.
+//! The SQL verbs. Each file is one verb (or a pair that share their statements); docs/api.md documents them.
 
 mod checkpoint;
 mod claim;

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# make package's artefacts install into a clean PostgreSQL and work: the .deb with dpkg, the tarball by its
+# make package's artefacts for PG_CONFIG's major install into a clean PostgreSQL of that major and work: the .deb with dpkg, the tarball by its
 # INSTALL.md; META.json carries Cargo.toml's version. Removes the development install first and puts it
 # back (cargo pgrx install) at the end, so the tests after this one run on the usual build.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-PG_CONFIG=${PG_CONFIG:-/usr/bin/pg_config}
+source scripts/pg_major.sh
 export PATH="$HOME/.cargo/bin:$PATH"
 version=$(sed -nE 's/^version = "(.*)"/\1/p' Cargo.toml | head -1)
-major=$("$PG_CONFIG" --version | sed -E 's/^PostgreSQL ([0-9]+).*/\1/')
+major=$(pg_major)
 libdir=$("$PG_CONFIG" --pkglibdir) extdir=$("$PG_CONFIG" --sharedir)/extension
 dir=$(mktemp -d /tmp/idem-pkg.XXXXXX) port=25359; chown postgres: "$dir"
 fail() { echo "package: FAILED: $*" >&2; exit 1; }
@@ -30,7 +30,7 @@ works() { # a throwaway cluster: CREATE EXTENSION, claim, finish, replay
   [ "$got" = "$(printf '\n%s\nreplay {"ok": true}' "$version")" ] || fail "$1: got '$got'"
 }
 
-bash scripts/package.sh >/dev/null 2>&1 || fail "make package failed"
+IDEM_ONE_MAJOR=1 bash scripts/package.sh >/dev/null 2>&1 || fail "make package failed for PostgreSQL $major"
 deb=dist/postgresql-$major-idem-keys_${version}-1_$(dpkg --print-architecture).deb
 tarball=$(ls dist/idem_keys-"$version"-pg"$major"-linux-*.tar.gz)
 [ -f "$deb" ] && [ -f "$tarball" ] && [ -f "dist/idem_keys-$version.zip" ] || fail "an artefact is missing"

@@ -1,0 +1,197 @@
+//! The hot path without SPI: under READ COMMITTED, `idem_claim` and `idem_finish` touch the table through
+//! the executor's own primitives instead of planning and starting an executor for a statement per call.
+//!
+//! * A claim is the speculative insertion `INSERT … ON CONFLICT DO NOTHING` performs (nodeModifyTable.c):
+//!   check the primary key for a conflict (waiting for an in-progress inserter or updater), insert the
+//!   tuple with a speculative token, insert its index entries, and kill the tuple and start over if a
+//!   concurrent insert won the key in between. On a conflict it reads the winning row with a fresh
+//!   snapshot, which is what the SPI path's re-read does.
+//! * A finish reads the row by key with a fresh snapshot, checks the token, and updates that version with
+//!   `wait`: if a concurrent transaction changed the row first, it reads again and re-checks, as UPDATE's
+//!   EvalPlanQual does.
+//!
+//! Everything else stays on SPI (store.rs): takeovers, error classification, every other verb, and the
+//! isolation levels above READ COMMITTED, whose snapshot and serialization rules are the executor's to
+//! apply. So does a table that is not the shape this module was written for (a trigger, a CHECK constraint,
+//! a redefined primary key: `table::Decline` lists them): `Table::open` then declines, with a DEBUG1
+//! message saying why, and the caller runs the statement instead.
+//!
+//! Files: `table.rs` opens the table and does its operations, `row.rs` is the row layout, `pg.rs` holds the
+//! only code that differs between PostgreSQL majors.
+//!
+//! `idem_keys.direct_path = off` forces SPI everywhere (`AB_B_OPTIONS="-c idem_keys.direct_path=off"
+//! AB_B=idem bash bench/ab.sh` compares the two).
+//!
+//! Nothing here checks privileges: the callers are SECURITY DEFINER functions, and `Table::open` declines
+//! unless their owner owns the table (and no row security can apply), so the SPI statements' checks would
+//! pass. Resources are released explicitly on the
+//! way out; on an ERROR, transaction abort releases the relations, locks and buffer pins.
+
+pub mod pg;
+pub mod row;
+pub mod table;
+
+use row::{col, KeyRow, Row, FINISH_COLUMNS};
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+use std::ptr;
+use table::{Decline, Table, Updated};
+
+/// Rounds of "conflict, but the row changed before we could read it" before handing over to SPI. Each
+/// round follows a concurrent commit on the same key, so more than two is already unusual.
+const MAX_ROUNDS: usize = 8;
+
+/// Whether the direct path may run: READ COMMITTED (each read may take a fresh snapshot; READ UNCOMMITTED is
+/// the same level in PostgreSQL) and a read-write transaction (else the SPI statement raises the read-only
+/// error the caller expects).
+pub fn applies() -> bool {
+    // SAFETY: plain reads of the backend's transaction state.
+    crate::guc::direct_path()
+        && unsafe {
+            pg_sys::XactIsoLevel <= pg_sys::XACT_READ_COMMITTED as i32 && !pg_sys::XactReadOnly
+        }
+}
+
+/// Opens the table, or says at DEBUG1 why the call goes to SPI (`SET client_min_messages = debug1` shows it).
+unsafe fn open(speculative: bool, updated_columns: &[usize]) -> Option<Table> {
+    match unsafe { Table::open(speculative, updated_columns) } {
+        Ok(table) => Some(table),
+        Err(why) => {
+            declined(why);
+            None
+        }
+    }
+}
+
+fn declined(why: Decline) {
+    debug1!("idem_keys: direct path declined ({why:?}); running the SQL statement instead");
+}
+
+/// Claims the key, or reads the row that holds it. `None`: the direct path declined; run SPI instead.
+/// The row of a fresh claim has `inserted` set; any other row is as a fresh snapshot sees it.
+pub fn claim(
+    scope: &str,
+    key: &str,
+    fingerprint: &[u8],
+    now: i64,
+    lease_ends_at: i64,
+) -> Option<KeyRow> {
+    // SAFETY: runs in a transaction, inside a function call; every pointer below comes from PostgreSQL and
+    // lives until `close` (or transaction abort).
+    unsafe {
+        let table = open(true, &[])?;
+        let desc = (*table.rel).rd_att;
+        let new = pg_sys::MakeSingleTupleTableSlot(desc, &raw const pg_sys::TTSOpsVirtual);
+        let found = pg_sys::table_slot_create(table.rel, ptr::null_mut());
+        let mut values = Row::claim(scope, key, fingerprint, now, lease_ends_at);
+        let mut row = None;
+        for _ in 0..MAX_ROUNDS {
+            pgrx::check_for_interrupts!();
+            values.store(new);
+            let mut conflict = pg_sys::ItemPointerData::default();
+            if !table.no_conflict(new, &mut conflict) {
+                // A committed (or our own) row holds the key. If it changed since the check, check again.
+                if pg_sys::table_tuple_fetch_row_version(
+                    table.rel,
+                    &mut conflict,
+                    pg_sys::GetLatestSnapshot(),
+                    found,
+                ) {
+                    row = Some(table.in_caller_context(|| Row::from_slot(found).key_row(fingerprint)));
+                    break;
+                }
+                continue;
+            }
+            let token = next_token(table.sequence);
+            values.set(col::TOKEN, token.into());
+            values.store(new);
+            if table.insert_speculatively(new) {
+                row = Some(KeyRow::claimed(token, now, lease_ends_at));
+                break;
+            }
+        }
+        pg_sys::ExecDropSingleTupleTableSlot(found);
+        pg_sys::ExecDropSingleTupleTableSlot(new);
+        table.close();
+        row
+    }
+}
+
+/// The stored answer of a finish, as datums owned by the caller.
+pub struct Finish {
+    pub token: i64,
+    pub finished_at: i64,
+    pub expires_at: i64,
+    pub status_code: i32,
+    pub response: Option<pg_sys::Datum>,
+    pub response_bytes: Option<pg_sys::Datum>,
+    pub headers: Option<pg_sys::Datum>,
+}
+
+/// Stores the answer if `token` owns the unfinished key: `Some(true)`. `Some(false)`: it does not (unknown
+/// key, another owner, already finished); the caller works out which with SPI. `None`: run SPI instead.
+pub fn finish(scope: &str, key: &str, answer: &Finish) -> Option<bool> {
+    // SAFETY: as in `claim`.
+    unsafe {
+        let table = open(false, &FINISH_COLUMNS)?;
+        let desc = (*table.rel).rd_att;
+        let old = pg_sys::table_slot_create(table.rel, ptr::null_mut());
+        let new = pg_sys::MakeSingleTupleTableSlot(desc, &raw const pg_sys::TTSOpsVirtual);
+        let mut keys = table.key_scan(scope, key);
+        let mut stored = None;
+        for _ in 0..MAX_ROUNDS {
+            pgrx::check_for_interrupts!();
+            let snapshot = pg_sys::GetLatestSnapshot();
+            if !table.fetch_by_key(&mut keys, snapshot, old) {
+                stored = Some(false);
+                break;
+            }
+            let mut values = Row::from_slot(old);
+            if !values.is_null(col::FINISHED_AT)
+                || values.get::<i64>(col::TOKEN) != Some(answer.token)
+            {
+                stored = Some(false);
+                break;
+            }
+            values.set(col::FINISHED_AT, answer.finished_at.into());
+            values.set(col::EXPIRES_AT, answer.expires_at.into());
+            values.set(col::STATUS_CODE, answer.status_code.into());
+            values.set_opt(col::RESPONSE, answer.response);
+            values.set_opt(col::RESPONSE_BYTES, answer.response_bytes);
+            values.set_opt(col::HEADERS, answer.headers);
+            values.store(new);
+            match table.update(old, new, snapshot) {
+                Updated::Done => {
+                    stored = Some(true);
+                    break;
+                }
+                // Changed or deleted by a transaction that committed after our read: read it again.
+                Updated::Concurrently => continue,
+                Updated::Declined => break,
+            }
+        }
+        pg_sys::ExecDropSingleTupleTableSlot(new);
+        pg_sys::ExecDropSingleTupleTableSlot(old);
+        table.close();
+        stored
+    }
+}
+
+unsafe extern "C-unwind" {
+    /// The SQL function nextval(regclass)'s C entry point, called through fmgr (DirectFunctionCall1Coll is
+    /// guarded, so an ERROR in it unwinds properly); pgrx only exposes a Rust wrapper of it.
+    #[link_name = "nextval_oid"]
+    fn nextval_fmgr(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum;
+}
+
+/// nextval('idem_keys_token_seq').
+///
+/// # Safety
+/// `seq` is the token sequence, inside a transaction.
+unsafe fn next_token(seq: pg_sys::Oid) -> i64 {
+    unsafe {
+        let value =
+            pg_sys::DirectFunctionCall1Coll(Some(nextval_fmgr), pg_sys::InvalidOid, seq.into());
+        value.value() as i64
+    }
+}

@@ -1,0 +1,237 @@
+//! The crate's only PostgreSQL-version-specific code: one wrapper per executor primitive whose signature
+//! or data structure changed between the majors we build for, the variants side by side. Callers see one
+//! signature and never a `cfg`.
+//!
+//! | primitive                  | 15                    | 16, 17                           | 18                           |
+//! |----------------------------|-----------------------|----------------------------------|------------------------------|
+//! | range table                | `rte.updatedCols`     | `RTEPermissionInfo`, `permInfos` | + `unpruned_relids`          |
+//! | `ExecInsertIndexTuples`    | 7 arguments           | + `onlySummarizing`              | as 16                        |
+//! | `ExecCheckIndexConstraints`| 5 arguments           | as 15                            | + `tupleid`                  |
+//! | `table_tuple_update`       | `update_indexes: bool`| `TU_UpdateIndexes`               | as 16                        |
+//! | `index_beginscan`          | 5 arguments           | as 15                            | + `instrument`               |
+//! | tuple descriptor attribute | `attrs[i]`            | as 15                            | `TupleDescAttr(desc, i)`     |
+//!
+//! PostgreSQL 16 compiles the 17 code (`--features pg16`) but no 16 server is tested here (README).
+
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+use std::ptr;
+
+/// Which index entries an updated tuple needs (TU_UpdateIndexes on 16+; a bool on 15).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum IndexUpdate {
+    /// A HOT update: no new index entries.
+    None,
+    /// Every index gets an entry for the new version.
+    All,
+    /// HOT, but summarizing indexes (BRIN) still need one (16+): `onlySummarizing`.
+    #[cfg_attr(feature = "pg15", allow(dead_code))]
+    Summarizing,
+}
+
+/// Sets up the estate's range table with the one relation a claim or finish writes, as the planner would:
+/// relation `relid`, locked in `lock`, with `updated_columns` (1-based) as the UPDATE's target list.
+///
+/// On 16+ the columns live in an `RTEPermissionInfo` that the entry points to (`perminfoindex = 1`): without
+/// one, `ExecGetUpdatedCols` raises "invalid perminfoindex 0" on every update.
+///
+/// # Safety
+/// `estate` is a fresh executor state whose query context is current; `relid` is a table opened in `lock`.
+pub unsafe fn init_range_table(
+    estate: *mut pg_sys::EState,
+    relid: pg_sys::Oid,
+    lock: pg_sys::LOCKMODE,
+    updated_columns: &[usize],
+) {
+    unsafe {
+        let rte = PgBox::<pg_sys::RangeTblEntry>::alloc_node(pg_sys::NodeTag::T_RangeTblEntry).into_pg();
+        (*rte).rtekind = pg_sys::RTEKind::RTE_RELATION;
+        (*rte).relid = relid;
+        (*rte).relkind = pg_sys::RELKIND_RELATION as _;
+        (*rte).rellockmode = lock;
+        let mut updated: *mut pg_sys::Bitmapset = ptr::null_mut();
+        for &column in updated_columns {
+            let member = column as i32 - pg_sys::FirstLowInvalidHeapAttributeNumber;
+            updated = pg_sys::bms_add_member(updated, member);
+        }
+        let rtable = pg_sys::lappend(ptr::null_mut(), rte.cast());
+
+        #[cfg(feature = "pg15")]
+        {
+            (*rte).requiredPerms = (pg_sys::ACL_INSERT | pg_sys::ACL_SELECT | pg_sys::ACL_UPDATE) as _;
+            (*rte).updatedCols = updated;
+            pg_sys::ExecInitRangeTable(estate, rtable);
+        }
+        #[cfg(any(feature = "pg16", feature = "pg17", feature = "pg18"))]
+        {
+            let perm = PgBox::<pg_sys::RTEPermissionInfo>::alloc_node(
+                pg_sys::NodeTag::T_RTEPermissionInfo,
+            )
+            .into_pg();
+            (*perm).relid = relid;
+            (*perm).requiredPerms = (pg_sys::ACL_INSERT | pg_sys::ACL_SELECT | pg_sys::ACL_UPDATE) as _;
+            (*perm).updatedCols = updated;
+            (*rte).perminfoindex = 1;
+            let perm_infos = pg_sys::lappend(ptr::null_mut(), perm.cast());
+            #[cfg(any(feature = "pg16", feature = "pg17"))]
+            pg_sys::ExecInitRangeTable(estate, rtable, perm_infos);
+            // 18: the relations that survived initial partition pruning; ours is the only one, index 1.
+            #[cfg(feature = "pg18")]
+            pg_sys::ExecInitRangeTable(estate, rtable, perm_infos, pg_sys::bms_make_singleton(1));
+        }
+    }
+}
+
+/// `ExecCheckIndexConstraints`: false and `conflict` set when a committed (or our own) row holds the key in
+/// one of `arbiters`, after waiting for an in-progress inserter of it.
+///
+/// # Safety
+/// `rri` has its indexes open (ExecOpenIndices with speculative = true); `slot` holds the new tuple.
+pub unsafe fn check_index_constraints(
+    rri: *mut pg_sys::ResultRelInfo,
+    slot: *mut pg_sys::TupleTableSlot,
+    estate: *mut pg_sys::EState,
+    conflict: *mut pg_sys::ItemPointerData,
+    arbiters: *mut pg_sys::List,
+) -> bool {
+    unsafe {
+        #[cfg(not(feature = "pg18"))]
+        return pg_sys::ExecCheckIndexConstraints(rri, slot, estate, conflict, arbiters);
+        // 18: `tupleid` is the row being replaced by ON CONFLICT DO UPDATE's recheck; an insert has none.
+        #[cfg(feature = "pg18")]
+        return pg_sys::ExecCheckIndexConstraints(
+            rri,
+            slot,
+            estate,
+            conflict,
+            ptr::null_mut(),
+            arbiters,
+        );
+    }
+}
+
+/// `ExecInsertIndexTuples`: index entries for the tuple in `slot`. `update` says it is a new version of
+/// an updated row (for the "unchanged" hint); `spec_conflict`/`arbiters` are a speculative insertion's;
+/// `which` is `All` for an insert. Returns the list of indexes needing a recheck, which we free.
+///
+/// # Safety
+/// As for `check_index_constraints`; `spec_conflict` is null or points to a bool.
+pub unsafe fn insert_index_tuples(
+    rri: *mut pg_sys::ResultRelInfo,
+    slot: *mut pg_sys::TupleTableSlot,
+    estate: *mut pg_sys::EState,
+    update: bool,
+    spec_conflict: *mut bool,
+    arbiters: *mut pg_sys::List,
+    which: IndexUpdate,
+) {
+    unsafe {
+        let speculative = !spec_conflict.is_null();
+        #[cfg(feature = "pg15")]
+        let recheck = {
+            debug_assert!(which == IndexUpdate::All, "15 has no summarizing-only index inserts");
+            pg_sys::ExecInsertIndexTuples(rri, slot, estate, update, speculative, spec_conflict, arbiters)
+        };
+        #[cfg(any(feature = "pg16", feature = "pg17", feature = "pg18"))]
+        let recheck = pg_sys::ExecInsertIndexTuples(
+            rri,
+            slot,
+            estate,
+            update,
+            speculative,
+            spec_conflict,
+            arbiters,
+            which == IndexUpdate::Summarizing,
+        );
+        pg_sys::list_free(recheck);
+    }
+}
+
+/// `table_tuple_update` with `wait = true` and no crosscheck snapshot: the result, and which index entries
+/// the new version needs when it is `TM_Ok`.
+///
+/// # Safety
+/// `otid` is a version of a row of `rel` that `snapshot` sees; `slot` holds the new tuple.
+pub unsafe fn tuple_update(
+    rel: pg_sys::Relation,
+    otid: *mut pg_sys::ItemPointerData,
+    slot: *mut pg_sys::TupleTableSlot,
+    cid: pg_sys::CommandId,
+    snapshot: pg_sys::Snapshot,
+) -> (pg_sys::TM_Result::Type, IndexUpdate) {
+    unsafe {
+        let mut failure = pg_sys::TM_FailureData::default();
+        let mut lock_mode: pg_sys::LockTupleMode::Type = 0;
+        #[cfg(feature = "pg15")]
+        {
+            let mut update_indexes = false;
+            let result = pg_sys::table_tuple_update(
+                rel,
+                otid,
+                slot,
+                cid,
+                snapshot,
+                ptr::null_mut(),
+                true,
+                &mut failure,
+                &mut lock_mode,
+                &mut update_indexes,
+            );
+            let which = if update_indexes { IndexUpdate::All } else { IndexUpdate::None };
+            (result, which)
+        }
+        #[cfg(any(feature = "pg16", feature = "pg17", feature = "pg18"))]
+        {
+            let mut update_indexes: pg_sys::TU_UpdateIndexes::Type = pg_sys::TU_UpdateIndexes::TU_None;
+            let result = pg_sys::table_tuple_update(
+                rel,
+                otid,
+                slot,
+                cid,
+                snapshot,
+                ptr::null_mut(),
+                true,
+                &mut failure,
+                &mut lock_mode,
+                &mut update_indexes,
+            );
+            let which = match update_indexes {
+                pg_sys::TU_UpdateIndexes::TU_None => IndexUpdate::None,
+                pg_sys::TU_UpdateIndexes::TU_Summarizing => IndexUpdate::Summarizing,
+                _ => IndexUpdate::All,
+            };
+            (result, which)
+        }
+    }
+}
+
+/// `index_beginscan` without instrumentation (18's extra argument).
+///
+/// # Safety
+/// `heap` and `index` are open, `index` is an index of `heap`.
+pub unsafe fn index_beginscan(
+    heap: pg_sys::Relation,
+    index: pg_sys::Relation,
+    snapshot: pg_sys::Snapshot,
+    nkeys: i32,
+) -> pg_sys::IndexScanDesc {
+    unsafe {
+        #[cfg(not(feature = "pg18"))]
+        return pg_sys::index_beginscan(heap, index, snapshot, nkeys, 0);
+        #[cfg(feature = "pg18")]
+        return pg_sys::index_beginscan(heap, index, snapshot, ptr::null_mut(), nkeys, 0);
+    }
+}
+
+/// The `i`-th (0-based) attribute of a tuple descriptor (18 moved them behind `compact_attrs`).
+///
+/// # Safety
+/// `desc` is a valid tuple descriptor and `i < desc.natts`.
+pub unsafe fn attribute<'a>(desc: pg_sys::TupleDesc, i: usize) -> &'a pg_sys::FormData_pg_attribute {
+    unsafe {
+        #[cfg(not(feature = "pg18"))]
+        return &(*desc).attrs.as_slice(i + 1)[i];
+        #[cfg(feature = "pg18")]
+        return &*pg_sys::TupleDescAttr(desc, i as i32);
+    }
+}

@@ -1,0 +1,440 @@
+//! Opening `idem_keys` for the direct path, and the four table operations it needs: a speculative insert,
+//! an update that waits for a concurrent writer, and a fetch by key. `open` first checks that the table is
+//! still exactly what sql/bootstrap.sql creates (`Table::check`); for anything else it declines and the
+//! caller runs the SPI statement, which honours whatever a DBA changed.
+
+use super::pg::{self, IndexUpdate};
+use super::row::{col, text, COLUMNS};
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+use std::cell::Cell;
+use std::ptr;
+
+/// Why the direct path left a call to SPI. Each is something the executor would honour and this file does
+/// not; `idem_keys.direct_path = off` gives the same answers (tests/pg_regress/sql/direct_declines.sql).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Decline {
+    /// `idem_keys` is not on the search path (SPI raises the proper error), or was dropped meanwhile.
+    NotFound,
+    /// Not a plain heap table: a partition, a view, a table with inheritance children.
+    NotPlainTable,
+    /// Triggers, rules or CHECK constraints, which ExecInsert/ExecUpdate would run.
+    Triggers,
+    /// The columns, types or NOT NULLs differ from sql/bootstrap.sql, or a column has a default, is an
+    /// identity or generated column.
+    Columns,
+    /// Row-level security could apply: forced on the table, or enabled while the caller is not its owner.
+    RowSecurity,
+    /// The functions' owner (the caller inside SECURITY DEFINER) does not own the table: SPI checks privileges.
+    Owner,
+    /// The primary key is not exactly `(scope, key)`: two text columns in that order, default btree
+    /// operator family and collation, no INCLUDE column, no expression, no predicate, not deferrable.
+    PrimaryKey,
+    /// A unique index on scope or key other than the primary key and its exact copies: one being built
+    /// concurrently, a deferrable one, or one of another shape. The statement decides what it means.
+    UniqueIndex,
+}
+
+/// The OIDs of the table and its token sequence, found by name on the pinned search_path (as the SPI
+/// statements find them).
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Names {
+    table: pg_sys::Oid,
+    sequence: pg_sys::Oid,
+}
+
+thread_local! {
+    // Looked up once per backend instead of twice per claim (1.1 % of a new-key cycle's samples), and
+    // forgotten whenever the relcache reports a change to either relation (DROP or ALTER EXTENSION, VACUUM's
+    // statistics update) or resets itself.
+    static NAMES: Cell<Option<Names>> = const { Cell::new(None) };
+    static FORGETS_NAMES: Cell<bool> = const { Cell::new(false) };
+}
+
+/// None while the extension's table is not on the search path.
+fn names() -> Option<Names> {
+    if let Some(names) = NAMES.get() {
+        return Some(names);
+    }
+    // SAFETY: catalog lookups inside a transaction; the callback is registered once per backend.
+    unsafe {
+        if !FORGETS_NAMES.get() {
+            pg_sys::CacheRegisterRelcacheCallback(Some(forget_names), pg_sys::Datum::from(0));
+            FORGETS_NAMES.set(true);
+        }
+        let table = pg_sys::RelnameGetRelid(c"idem_keys".as_ptr());
+        let sequence = pg_sys::RelnameGetRelid(c"idem_keys_token_seq".as_ptr());
+        if table == pg_sys::InvalidOid || sequence == pg_sys::InvalidOid {
+            return None;
+        }
+        NAMES.set(Some(Names { table, sequence }));
+        Some(Names { table, sequence })
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn forget_names(_arg: pg_sys::Datum, relid: pg_sys::Oid) {
+    if let Some(names) = NAMES.get() {
+        if relid == pg_sys::InvalidOid || relid == names.table || relid == names.sequence {
+            NAMES.set(None);
+        }
+    }
+}
+
+/// The table, its indexes and a minimal executor state, as a ModifyTable node would hold them. While it is
+/// open the executor state's memory context is current (scratch allocations die with it); `caller` is the
+/// context results go to.
+pub struct Table {
+    pub rel: pg_sys::Relation,
+    caller: pg_sys::MemoryContext,
+    pub sequence: pg_sys::Oid,
+    pkey: pg_sys::Relation,
+    /// Every unique index on exactly (scope, key), the primary key first: what `INSERT … ON CONFLICT
+    /// (scope, key)` infers as its arbiters. A second one is what a DBA builds to replace a bloated primary
+    /// key concurrently; a racing first claim must not raise 23505 from it.
+    arbiters: *mut pg_sys::List,
+    estate: *mut pg_sys::EState,
+    rri: *mut pg_sys::ResultRelInfo,
+}
+
+pub enum Updated {
+    Done,
+    Concurrently,
+    Declined,
+}
+
+impl Table {
+    /// Opens `idem_keys` (found on the pinned search_path, like the SPI statements) for writing, with its
+    /// indexes, or says why the direct path must not write it.
+    ///
+    /// # Safety
+    /// Inside a transaction, in a function call; the result must be closed (or the transaction aborted).
+    pub unsafe fn open(speculative: bool, updated_columns: &[usize]) -> Result<Table, Decline> {
+        unsafe {
+            let found = names().ok_or(Decline::NotFound)?;
+            let relid = found.table;
+            let lock = pg_sys::RowExclusiveLock as pg_sys::LOCKMODE;
+            let rel = pg_sys::try_table_open(relid, lock);
+            if rel.is_null() {
+                // Dropped since we looked it up (DROP EXTENSION in a concurrent session): look again next
+                // time; SPI raises the usual error now.
+                NAMES.set(None);
+                return Err(Decline::NotFound);
+            }
+            // Opening processed pending invalidations: if they were about our relations, look the names up
+            // again, and leave this call to SPI if they changed (the sequence alone recreated, say).
+            let checked = if names() != Some(found) {
+                Err(Decline::NotFound)
+            } else {
+                check_table(rel)
+            };
+            if let Err(why) = checked {
+                pg_sys::table_close(rel, pg_sys::NoLock as pg_sys::LOCKMODE);
+                return Err(why);
+            }
+            if !updated_columns.is_empty() {
+                // What UPDATE checks first: a publication that replicates updates needs a replica identity.
+                pg_sys::CheckCmdReplicaIdentity(rel, pg_sys::CmdType::CMD_UPDATE);
+            }
+            // As SPI does before each statement: rows this command wrote so far become visible to our reads.
+            pg_sys::CommandCounterIncrement();
+            let estate = pg_sys::CreateExecutorState();
+            let caller = pg_sys::CurrentMemoryContext;
+            pg_sys::CurrentMemoryContext = (*estate).es_query_cxt;
+            pg::init_range_table(estate, relid, lock, updated_columns);
+            let rri =
+                PgBox::<pg_sys::ResultRelInfo>::alloc_node(pg_sys::NodeTag::T_ResultRelInfo).into_pg();
+            pg_sys::InitResultRelInfo(rri, rel, 1, ptr::null_mut(), 0);
+            (*estate).es_output_cid = pg_sys::GetCurrentCommandId(true);
+            pg_sys::ExecOpenIndices(rri, speculative);
+            let mut table = Table {
+                rel,
+                caller,
+                sequence: found.sequence,
+                pkey: ptr::null_mut(),
+                arbiters: ptr::null_mut(),
+                estate,
+                rri,
+            };
+            match table.find_key_indexes() {
+                Ok(()) => Ok(table),
+                Err(why) => {
+                    table.close();
+                    Err(why)
+                }
+            }
+        }
+    }
+
+    /// Finds the primary key, checks its shape, and lists the arbiters (see `arbiters`).
+    unsafe fn find_key_indexes(&mut self) -> Result<(), Decline> {
+        unsafe {
+            for i in 0..(*self.rri).ri_NumIndices as usize {
+                let index = *(*self.rri).ri_IndexRelationDescs.add(i);
+                let form = &*(*index).rd_index;
+                if form.indisprimary {
+                    if !is_scope_key_index(index) || !form.indimmediate {
+                        return Err(Decline::PrimaryKey);
+                    }
+                    self.pkey = index;
+                    self.arbiters = pg_sys::lcons_oid(form.indexrelid, self.arbiters);
+                } else if form.indisunique && is_scope_key_index(index) && form.indisvalid && form.indimmediate {
+                    self.arbiters = pg_sys::lappend_oid(self.arbiters, form.indexrelid);
+                } else if form.indisunique && touches_scope_key(index) {
+                    // Not built yet (CREATE UNIQUE INDEX CONCURRENTLY under way), deferrable, or of another
+                    // shape (column order, collation, expression, predicate, more columns): what the
+                    // statement does with it (an error, a wait, 23505 in a race) is the answer to give.
+                    return Err(Decline::UniqueIndex);
+                }
+            }
+            if self.pkey.is_null() {
+                return Err(Decline::PrimaryKey);
+            }
+            Ok(())
+        }
+    }
+
+    /// Whether the new row in `slot` is free to insert: false, with `conflict` set, when a committed (or our
+    /// own) row holds its key in an arbiter, after waiting for an in-progress inserter of it.
+    ///
+    /// # Safety
+    /// Opened with `speculative`; `slot` holds a complete new row.
+    pub unsafe fn no_conflict(
+        &self,
+        slot: *mut pg_sys::TupleTableSlot,
+        conflict: &mut pg_sys::ItemPointerData,
+    ) -> bool {
+        unsafe { pg::check_index_constraints(self.rri, slot, self.estate, conflict, self.arbiters) }
+    }
+
+    /// Runs `f` with the caller's context current, for values that must outlive `close`.
+    ///
+    /// # Safety
+    /// The table is open.
+    pub unsafe fn in_caller_context<R>(&self, f: impl FnOnce() -> R) -> R {
+        unsafe {
+            pg_sys::CurrentMemoryContext = self.caller;
+            let result = f();
+            pg_sys::CurrentMemoryContext = (*self.estate).es_query_cxt;
+            result
+        }
+    }
+
+    /// Releases the executor state and the indexes; the table lock is kept until the transaction ends.
+    ///
+    /// # Safety
+    /// Called once, with the table open.
+    pub unsafe fn close(self) {
+        unsafe {
+            pg_sys::CurrentMemoryContext = self.caller;
+            pg_sys::ExecCloseIndices(self.rri);
+            pg_sys::FreeExecutorState(self.estate);
+            pg_sys::table_close(self.rel, pg_sys::NoLock as pg_sys::LOCKMODE);
+        }
+    }
+
+    /// ExecInsert's speculative insertion. False when a concurrent insert took the key after the check; the
+    /// tuple is then dead and nobody ever waited on it as a committed row.
+    ///
+    /// # Safety
+    /// Opened with `speculative`; `slot` holds a complete new row.
+    pub unsafe fn insert_speculatively(&self, slot: *mut pg_sys::TupleTableSlot) -> bool {
+        unsafe {
+            let xid = pg_sys::GetCurrentTransactionId();
+            let spec_token = pg_sys::SpeculativeInsertionLockAcquire(xid);
+            let cid = (*self.estate).es_output_cid;
+            pg_sys::table_tuple_insert_speculative(self.rel, slot, cid, 0, ptr::null_mut(), spec_token);
+            let mut conflict = false;
+            pg::insert_index_tuples(
+                self.rri,
+                slot,
+                self.estate,
+                false,
+                &mut conflict,
+                self.arbiters,
+                IndexUpdate::All,
+            );
+            pg_sys::table_tuple_complete_speculative(self.rel, slot, spec_token, !conflict);
+            // Wakes anyone who waited on the token: they now see a plain row, or none.
+            pg_sys::SpeculativeInsertionLockRelease(xid);
+            if !conflict {
+                // Later commands of this transaction (or this statement) see the row, as after SPI.
+                pg_sys::CommandCounterIncrement();
+            }
+            !conflict
+        }
+    }
+
+    /// Replaces the version in `old` with `new`, waiting for a concurrent writer of it to end first.
+    ///
+    /// # Safety
+    /// `old` holds a version `snapshot` saw, fetched from this table; `new` holds the complete new row.
+    pub unsafe fn update(
+        &self,
+        old: *mut pg_sys::TupleTableSlot,
+        new: *mut pg_sys::TupleTableSlot,
+        snapshot: pg_sys::Snapshot,
+    ) -> Updated {
+        unsafe {
+            let cid = (*self.estate).es_output_cid;
+            match pg::tuple_update(self.rel, &mut (*old).tts_tid, new, cid, snapshot) {
+                (pg_sys::TM_Result::TM_Ok, which) => {
+                    // As ExecUpdateEpilogue: a HOT update adds entries only to summarizing indexes.
+                    if which != IndexUpdate::None {
+                        pg::insert_index_tuples(
+                            self.rri,
+                            new,
+                            self.estate,
+                            true,
+                            ptr::null_mut(),
+                            ptr::null_mut(),
+                            which,
+                        );
+                    }
+                    pg_sys::CommandCounterIncrement();
+                    Updated::Done
+                }
+                (pg_sys::TM_Result::TM_Updated | pg_sys::TM_Result::TM_Deleted, _) => {
+                    Updated::Concurrently
+                }
+                // Changed by this very command (a second finish in one statement): let SPI decide.
+                _ => Updated::Declined,
+            }
+        }
+    }
+
+    /// Equality scan keys on the primary key (scope, key), with the index's collations.
+    ///
+    /// # Safety
+    /// The table is open.
+    pub unsafe fn key_scan(&self, scope: &str, key: &str) -> [pg_sys::ScanKeyData; 2] {
+        unsafe {
+            let mut keys = [pg_sys::ScanKeyData::default(); 2];
+            for (i, value) in [scope, key].into_iter().enumerate() {
+                pg_sys::ScanKeyEntryInitialize(
+                    &mut keys[i],
+                    0,
+                    (i + 1) as pg_sys::AttrNumber,
+                    pg_sys::BTEqualStrategyNumber as pg_sys::StrategyNumber,
+                    pg_sys::InvalidOid,
+                    *(*self.pkey).rd_indcollation.add(i),
+                    pg_sys::Oid::from(pg_sys::F_TEXTEQ),
+                    text(value),
+                );
+            }
+            keys
+        }
+    }
+
+    /// The version of the key's row `snapshot` sees, into `slot`.
+    ///
+    /// # Safety
+    /// The table is open; `slot` is a slot of this table.
+    pub unsafe fn fetch_by_key(
+        &self,
+        keys: &mut [pg_sys::ScanKeyData; 2],
+        snapshot: pg_sys::Snapshot,
+        slot: *mut pg_sys::TupleTableSlot,
+    ) -> bool {
+        unsafe {
+            let scan = pg::index_beginscan(self.rel, self.pkey, snapshot, 2);
+            pg_sys::index_rescan(scan, keys.as_mut_ptr(), 2, ptr::null_mut(), 0);
+            let found =
+                pg_sys::index_getnext_slot(scan, pg_sys::ScanDirection::ForwardScanDirection, slot);
+            pg_sys::index_endscan(scan);
+            found
+        }
+    }
+}
+
+/// Whether the table is still exactly what sql/ creates, so that writing its rows directly skips nothing
+/// the executor would do. A DBA who changes any of it gets the SPI statements, which honour it.
+///
+/// # Safety
+/// `rel` is an open relation.
+unsafe fn check_table(rel: pg_sys::Relation) -> Result<(), Decline> {
+    unsafe {
+        let class = &*(*rel).rd_rel;
+        let desc = (*rel).rd_att;
+        // Inheritance children: an UPDATE of the parent reaches their rows too.
+        if class.relkind as u8 != pg_sys::RELKIND_RELATION || class.relispartition || class.relhassubclass
+        {
+            return Err(Decline::NotPlainTable);
+        }
+        let constraints = (*desc).constr;
+        if !(*rel).trigdesc.is_null()
+            || !(*rel).rd_rules.is_null()
+            || (!constraints.is_null() && (*constraints).num_check > 0)
+        {
+            return Err(Decline::Triggers);
+        }
+        if class.relforcerowsecurity || (class.relrowsecurity && class.relowner != pg_sys::GetUserId())
+        {
+            return Err(Decline::RowSecurity);
+        }
+        if class.relowner != pg_sys::GetUserId() {
+            return Err(Decline::Owner);
+        }
+        let defaults = !constraints.is_null()
+            && ((*constraints).num_defval > 0 || (*constraints).has_generated_stored);
+        if defaults || (*desc).natts as usize != col::COUNT {
+            return Err(Decline::Columns);
+        }
+        let columns_match = COLUMNS.iter().enumerate().all(|(i, &(type_oid, not_null))| {
+            let column = pg::attribute(desc, i);
+            !column.attisdropped
+                && column.atttypid == type_oid
+                && column.attnotnull == not_null
+                && column.attidentity == 0
+                && column.attgenerated == 0
+        });
+        if !columns_match {
+            return Err(Decline::Columns);
+        }
+        Ok(())
+    }
+}
+
+/// Whether `index` is the primary key's shape: a btree on exactly (scope, key), in that order, with the
+/// default text operator family and collation, no INCLUDE column, no expression, no predicate. The finish's
+/// key scan reads the primary key this way, and a conflict in such an index means the same (scope, key)
+/// that the SPI statements' `WHERE scope = $1 AND key = $2` finds.
+///
+/// # Safety
+/// `index` is an open index relation.
+unsafe fn is_scope_key_index(index: pg_sys::Relation) -> bool {
+    unsafe {
+        let form = &*(*index).rd_index;
+        if form.indnkeyatts != 2 || form.indnatts != 2 || (*(*index).rd_rel).relam != pg_sys::BTREE_AM_OID {
+            return false;
+        }
+        let tuple = (*index).rd_indextuple;
+        let plain = pg_sys::heap_attisnull(tuple, pg_sys::Anum_pg_index_indexprs as i32, ptr::null_mut())
+            && pg_sys::heap_attisnull(tuple, pg_sys::Anum_pg_index_indpred as i32, ptr::null_mut());
+        plain
+            && form.indkey.values.as_slice(2) == [col::SCOPE as i16, col::KEY as i16]
+            && (0..2).all(|i| {
+                *(*index).rd_opfamily.add(i) == pg_sys::TEXT_BTREE_FAM_OID
+                    && *(*index).rd_indcollation.add(i) == pg_sys::DEFAULT_COLLATION_OID
+            })
+    }
+}
+
+/// Whether a unique index covers scope or key among its key columns: INSERT … ON CONFLICT (scope, key)
+/// would infer it as an arbiter if its columns are exactly those two, in any order, with any collation.
+///
+/// # Safety
+/// `index` is an open index relation.
+unsafe fn touches_scope_key(index: pg_sys::Relation) -> bool {
+    unsafe {
+        let form = &*(*index).rd_index;
+        let keys = form.indkey.values.as_slice(form.indnkeyatts as usize);
+        keys.iter().any(|&attnum| attnum == col::SCOPE as i16 || attnum == col::KEY as i16)
+    }
+}
+
+#[cfg(any(test, feature = "pg_test"))]
+pub fn check() -> Result<(), Decline> {
+    // SAFETY: opened and closed inside the calling transaction.
+    unsafe { Table::open(true, &[]).map(|table| table.close()) }
+}
