@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Side-by-side benchmark of idem_keys against hand-written SQL and PL/pgSQL (issue 5): one throwaway
-# PostgreSQL 15, pgbench -M prepared, the three contenders interleaved round by round in the same run.
+# PostgreSQL of PG_CONFIG's major (bench/majors.sh runs it on each), pgbench -M prepared, the three contenders interleaved round by round in the same run.
 #   bash bench/run.sh           full run (about 45 min on 2 cores, up to ~25 GB in /tmp, 8.6 GB of huge pages): writes docs/benchmarks.md, docs/bench/
 #   bash bench/run.sh --smoke   ~1 s per run, tiny data, one round: every contender and workload runs, the
 #                               three agree on semantics, and no run has an error; writes no docs
 # Knobs (environment), e.g. a partial run that leaves docs/ alone:
-#   BENCH_CONTENDERS="idem" (a subset), BENCH_SHARED_BUFFERS=2GB, BENCH_HUGE_PAGES= (empty: 4 kB pages; see the
+#   BENCH_RESULTS=FILE (a copy of results.tsv), BENCH_CONTENDERS="idem" (a subset), BENCH_SHARED_BUFFERS=2GB, BENCH_HUGE_PAGES= (empty: 4 kB pages; see the
 #   server below), BENCH_GROWTH_TOGETHER=1 (see growth), and
 #   BENCH_WORKLOADS=replay BENCH_CLIENTS=8 BENCH_SYNC=off BENCH_ROUNDS=1 BENCH_GROWTH= BENCH_SWEEP_KEYS=0 \
 #     BENCH_DOCS=/tmp/bench-docs bash bench/run.sh
@@ -358,4 +358,6 @@ else
   cp "$dir/results.tsv" "$DOCS/bench/results.tsv"
   echo "=== wrote $DOCS/benchmarks.md and $DOCS/bench/"
 fi
+# BENCH_RESULTS=FILE keeps the raw rows of any run, smoke included (bench/majors.sh compares majors with them).
+[ -z "${BENCH_RESULTS:-}" ] || cp "$dir/results.tsv" "$BENCH_RESULTS"
 echo "=== bench ($mode): ok in $((SECONDS - started)) s"

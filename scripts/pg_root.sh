@@ -88,7 +88,9 @@ case "${1:-}" in
   run)
     major=$2; shift 2
     [ -f "$roots/pg$major/.debootstrap-done" ] || ensure "$major"
-    in_root "$major" env -i HOME="$HOME" PATH="$HOME/.cargo/bin:/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin" \
+    # The knobs of the benchmark and test scripts cross into the root; nothing else of the host's environment.
+    mapfile -t knobs < <(env | grep -E '^(BENCH_|AB_)[A-Z_]*=' || true)
+    in_root "$major" env -i "${knobs[@]}" HOME="$HOME" PATH="$HOME/.cargo/bin:/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin" \
       TERM="${TERM:-dumb}" CI="${CI:-}" BLESS="${BLESS:-}" LANG=C.UTF-8 \
       PG_CONFIG="/usr/lib/postgresql/$major/bin/pg_config" CARGO_TARGET_DIR="$here/target/pg$major" \
       bash -c 'cd "$1" && shift && exec "$@"' _ "$here" "$@"

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# The same short benchmark on every supported major, for docs/benchmarks.md's table "Per PostgreSQL major":
+# new-key and replay tps of idem_keys and hand-written SQL, as a ratio to 15 and to that major's SQL.
+#   bash bench/majors.sh            PG_MAJORS (default 15 17 18), 8 clients, sync off, 3 rounds of 5 s
+# Each major runs bench/run.sh on its own server (17 and 18 in their Debian roots, scripts/pg_root.sh), one
+# after another on the same machine; the majors' runs are minutes apart, so compare ratios, not raw tps.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/pg_major.sh
+out=$(mktemp -d /tmp/idem-majors.XXXXXX)
+trap 'rm -rf "$out"' EXIT
+export BENCH_SECONDS=${BENCH_SECONDS:-5} BENCH_WARMUP=${BENCH_WARMUP:-2} BENCH_ROUNDS=${BENCH_ROUNDS:-3}
+export BENCH_CLIENTS=${BENCH_CLIENTS:-8} BENCH_SYNC=${BENCH_SYNC:-off} BENCH_WORKLOADS=${BENCH_WORKLOADS:-new replay}
+export BENCH_CONTENDERS=${BENCH_CONTENDERS:-sql idem} BENCH_BASE_KEYS=${BENCH_BASE_KEYS:-10000}
+export BENCH_GROWTH="" BENCH_SWEEP_KEYS=0
+host=$(pg_major)
+for major in ${PG_MAJORS:-$SUPPORTED_MAJORS}; do
+  echo "=== majors: PostgreSQL $major"
+  # --smoke: no docs written and no charts; the knobs above make its runs as long as a real measurement.
+  if [ "$major" = "$host" ]; then
+    cargo pgrx install --release --pg-config "$PG_CONFIG" >/dev/null
+    BENCH_RESULTS="$out/pg$major.tsv" bash bench/run.sh --smoke >"$out/pg$major.log"
+  else
+    mkdir -p target/majors
+    bash scripts/pg_root.sh run "$major" bash -c 'cargo pgrx install --release --pg-config "$PG_CONFIG" >/dev/null &&
+      BENCH_RESULTS=target/majors/pg'"$major"'.tsv bash bench/run.sh --smoke' >"$out/pg$major.log"
+    mv "target/majors/pg$major.tsv" "$out/pg$major.tsv"
+  fi
+done
+python3 - "$out" ${PG_MAJORS:-$SUPPORTED_MAJORS} <<'PY'
+import csv, statistics, sys
+out, majors = sys.argv[1], sys.argv[2:]
+tps = {}
+for m in majors:
+    rows = list(csv.DictReader(open(f"{out}/pg{m}.tsv"), delimiter="\t"))
+    for wl in ("new", "replay"):
+        for c in ("sql", "idem"):
+            got = [float(r["tps"]) for r in rows if r["section"] == "main" and r["workload"] == wl and r["contender"] == c]
+            tps[m, wl, c] = statistics.median(got)
+base = majors[0]
+print(f"| major | new key: idem_keys tps | ÷ SQL | ÷ idem_keys on {base} | replay: idem_keys tps | ÷ SQL | ÷ idem_keys on {base} |")
+print("|---|---|---|---|---|---|---|")
+for m in majors:
+    cells = []
+    for wl in ("new", "replay"):
+        i = tps[m, wl, "idem"]
+        cells += [f"{i:.0f}", f"{i / tps[m, wl, 'sql']:.2f}×", f"{i / tps[base, wl, 'idem']:.2f}×"]
+    print(f"| {m} | " + " | ".join(cells) + " |")
+PY
