@@ -62,16 +62,17 @@ ensure() {
   in_root "$major" bash -c 'ls /etc/postgresql 2>/dev/null | grep -q . && pg_dropcluster --stop '"$major"' main 2>/dev/null; true'
 }
 
-# in_root MAJOR CMD...: CMD in the root with /proc, /dev, the toolchain and the checkout mounted, all in a
+# in_root MAJOR CMD...: CMD in the root with /proc, /sys, /dev, the toolchain and the checkout mounted, all in a
 # private mount namespace. The host's resolver config goes in so apt can reach the registry.
 in_root() {
   local major=$1; shift
   local dir="$roots/pg$major"
-  cp /etc/resolv.conf "$dir/etc/resolv.conf" 2>/dev/null || true
+  cp /etc/resolv.conf /etc/hosts "$dir/etc/" 2>/dev/null || true # apt's registry; sudo's own host name
   unshare --mount --propagation private -- bash -c '
     set -e
     dir=$1 here=$2; shift 2
     mount -t proc proc "$dir/proc"
+    mount -t sysfs sysfs "$dir/sys"
     mount --rbind /dev "$dir/dev"
     mount -t tmpfs tmpfs "$dir/dev/shm"
     for d in "$HOME/.cargo" "$HOME/.rustup" "$here"; do

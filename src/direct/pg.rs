@@ -147,6 +147,23 @@ pub unsafe fn insert_index_tuples(
     }
 }
 
+/// What `table_tuple_update` reports about index entries: a bool on 15, `TU_UpdateIndexes` on 16+.
+#[cfg(feature = "pg15")]
+type UpdateIndexes = bool;
+#[cfg(any(feature = "pg16", feature = "pg17", feature = "pg18"))]
+type UpdateIndexes = pg_sys::TU_UpdateIndexes::Type;
+
+fn index_update(reported: UpdateIndexes) -> IndexUpdate {
+    #[cfg(feature = "pg15")]
+    return if reported { IndexUpdate::All } else { IndexUpdate::None };
+    #[cfg(any(feature = "pg16", feature = "pg17", feature = "pg18"))]
+    return match reported {
+        pg_sys::TU_UpdateIndexes::TU_None => IndexUpdate::None,
+        pg_sys::TU_UpdateIndexes::TU_Summarizing => IndexUpdate::Summarizing,
+        _ => IndexUpdate::All,
+    };
+}
+
 /// `table_tuple_update` with `wait = true` and no crosscheck snapshot: the result, and which index entries
 /// the new version needs when it is `TM_Ok`.
 ///
@@ -162,46 +179,21 @@ pub unsafe fn tuple_update(
     unsafe {
         let mut failure = pg_sys::TM_FailureData::default();
         let mut lock_mode: pg_sys::LockTupleMode::Type = 0;
-        #[cfg(feature = "pg15")]
-        {
-            let mut update_indexes = false;
-            let result = pg_sys::table_tuple_update(
-                rel,
-                otid,
-                slot,
-                cid,
-                snapshot,
-                ptr::null_mut(),
-                true,
-                &mut failure,
-                &mut lock_mode,
-                &mut update_indexes,
-            );
-            let which = if update_indexes { IndexUpdate::All } else { IndexUpdate::None };
-            (result, which)
-        }
-        #[cfg(any(feature = "pg16", feature = "pg17", feature = "pg18"))]
-        {
-            let mut update_indexes: pg_sys::TU_UpdateIndexes::Type = pg_sys::TU_UpdateIndexes::TU_None;
-            let result = pg_sys::table_tuple_update(
-                rel,
-                otid,
-                slot,
-                cid,
-                snapshot,
-                ptr::null_mut(),
-                true,
-                &mut failure,
-                &mut lock_mode,
-                &mut update_indexes,
-            );
-            let which = match update_indexes {
-                pg_sys::TU_UpdateIndexes::TU_None => IndexUpdate::None,
-                pg_sys::TU_UpdateIndexes::TU_Summarizing => IndexUpdate::Summarizing,
-                _ => IndexUpdate::All,
-            };
-            (result, which)
-        }
+        // false on 15, TU_None (0) on 16+.
+        let mut reported = UpdateIndexes::default();
+        let result = pg_sys::table_tuple_update(
+            rel,
+            otid,
+            slot,
+            cid,
+            snapshot,
+            ptr::null_mut(),
+            true,
+            &mut failure,
+            &mut lock_mode,
+            &mut reported,
+        );
+        (result, index_update(reported))
     }
 }
 
