@@ -7,8 +7,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/pg_major.sh
-out=$(mktemp -d /tmp/idem-majors.XXXXXX)
-trap 'rm -rf "$out"' EXIT
+out=target/majors # each major's results.tsv and log stay here for a second look
+mkdir -p "$out"
 export BENCH_SECONDS=${BENCH_SECONDS:-5} BENCH_WARMUP=${BENCH_WARMUP:-2} BENCH_ROUNDS=${BENCH_ROUNDS:-3}
 export BENCH_CLIENTS=${BENCH_CLIENTS:-8} BENCH_SYNC=${BENCH_SYNC:-off} BENCH_WORKLOADS=${BENCH_WORKLOADS:-new replay}
 export BENCH_CONTENDERS=${BENCH_CONTENDERS:-sql idem} BENCH_BASE_KEYS=${BENCH_BASE_KEYS:-10000}
@@ -21,10 +21,8 @@ for major in ${PG_MAJORS:-$SUPPORTED_MAJORS}; do
     cargo pgrx install --release --pg-config "$PG_CONFIG" >/dev/null
     BENCH_RESULTS="$out/pg$major.tsv" bash bench/run.sh --smoke >"$out/pg$major.log"
   else
-    mkdir -p target/majors
     bash scripts/pg_root.sh run "$major" bash -c 'cargo pgrx install --release --pg-config "$PG_CONFIG" >/dev/null &&
-      BENCH_RESULTS=target/majors/pg'"$major"'.tsv bash bench/run.sh --smoke' >"$out/pg$major.log"
-    mv "target/majors/pg$major.tsv" "$out/pg$major.tsv"
+      BENCH_RESULTS="$1" bash bench/run.sh --smoke' _ "$out/pg$major.tsv" >"$out/pg$major.log"
   fi
 done
 python3 - "$out" ${PG_MAJORS:-$SUPPORTED_MAJORS} <<'PY'
@@ -38,12 +36,13 @@ for m in majors:
             got = [float(r["tps"]) for r in rows if r["section"] == "main" and r["workload"] == wl and r["contender"] == c]
             tps[m, wl, c] = statistics.median(got)
 base = majors[0]
-print(f"| major | new key: idem_keys tps | ÷ SQL | ÷ idem_keys on {base} | replay: idem_keys tps | ÷ SQL | ÷ idem_keys on {base} |")
-print("|---|---|---|---|---|---|---|")
+print(f"| major | new key: idem_keys tps | SQL tps | ÷ SQL | ÷ idem_keys on {base} | replay: idem_keys tps | SQL tps | ÷ SQL | ÷ idem_keys on {base} |")
+print("|---|---|---|---|---|---|---|---|---|")
 for m in majors:
     cells = []
     for wl in ("new", "replay"):
         i = tps[m, wl, "idem"]
-        cells += [f"{i:.0f}", f"{i / tps[m, wl, 'sql']:.2f}×", f"{i / tps[base, wl, 'idem']:.2f}×"]
+        q = tps[m, wl, "sql"]
+        cells += [f"{i:.0f}", f"{q:.0f}", f"{i / q:.2f}×", f"{i / tps[base, wl, 'idem']:.2f}×"]
     print(f"| {m} | " + " | ".join(cells) + " |")
 PY

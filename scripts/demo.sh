@@ -6,9 +6,11 @@ psql_demo() { psql -X -q -v ON_ERROR_STOP=1 -h "$dir" -p "$port" -U postgres -d 
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
 psql_demo -c "CREATE EXTENSION idem_keys;"
+major=$(psql_demo -At -c "SELECT current_setting('server_version_num')::int / 10000")
+echo "idem_keys is installed in a throwaway PostgreSQL $major."
 cat <<'TXT'
-idem_keys is installed in a throwaway PostgreSQL 15. Every step below is plain SQL an HTTP handler runs,
-in any language. The request body is the same JSON each time: {"amount": 1000, "currency": "EUR"}.
+Every step below is plain SQL an HTTP handler runs, in any language.
+The request body is the same JSON each time: {"amount": 1000, "currency": "EUR"}.
 TXT
 
 say "1. The double tap: the customer taps Pay twice on a flaky 3G link; both requests arrive at once"

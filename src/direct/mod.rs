@@ -53,6 +53,9 @@ pub fn applies() -> bool {
 }
 
 /// Opens the table, or says at DEBUG1 why the call goes to SPI (`SET client_min_messages = debug1` shows it).
+///
+/// # Safety
+/// As for `Table::open`: inside a transaction, and the table is closed before the call returns.
 unsafe fn open(speculative: bool, updated_columns: &[usize]) -> Option<Table> {
     match unsafe { Table::open(speculative, updated_columns) } {
         Ok(table) => Some(table),

@@ -11,7 +11,8 @@
 //! | `index_beginscan`          | 5 arguments           | as 15                            | + `instrument`               |
 //! | tuple descriptor attribute | `attrs[i]`            | as 15                            | `TupleDescAttr(desc, i)`     |
 //!
-//! PostgreSQL 16 compiles the 17 code (`--features pg16`) but no 16 server is tested here (README).
+//! PostgreSQL 16 takes the 17 code (`--features pg16`); with no 16 headers or server reachable here it is
+//! neither built nor tested (README, "Supported PostgreSQL versions").
 
 use pgrx::pg_sys;
 use pgrx::prelude::*;

@@ -89,15 +89,15 @@ mod tests {
     #[pg_test]
     fn direct_path_declines_exactly_what_it_would_not_honour() {
         use crate::direct::table::{check, Decline::*};
-        assert_eq!(check(), Ok(()), "the table as sql/ creates it");
+        assert_eq!(check(), Ok(1), "the table as sql/ creates it: the primary key is the arbiter");
         Spi::run("CREATE ROLE idem_test_other").unwrap();
         let cases = [
             // A DBA's concurrent rebuild of a bloated primary key: an exact copy is one more arbiter.
-            ("CREATE UNIQUE INDEX idem_copy ON idem_keys (scope, key)", "DROP INDEX idem_copy", Ok(())),
+            ("CREATE UNIQUE INDEX idem_copy ON idem_keys (scope, key)", "DROP INDEX idem_copy", Ok(2)),
             ("CREATE UNIQUE INDEX idem_swapped ON idem_keys (key, scope)", "DROP INDEX idem_swapped", Err(UniqueIndex)),
             ("CREATE UNIQUE INDEX idem_part ON idem_keys (scope, key) WHERE scope <> ''", "DROP INDEX idem_part", Err(UniqueIndex)),
             ("CREATE UNIQUE INDEX idem_ci ON idem_keys (scope, key COLLATE \"C\")", "DROP INDEX idem_ci", Err(UniqueIndex)),
-            ("CREATE INDEX idem_plain ON idem_keys (scope, created_at)", "DROP INDEX idem_plain", Ok(())),
+            ("CREATE INDEX idem_plain ON idem_keys (scope, created_at)", "DROP INDEX idem_plain", Ok(1)),
             (
                 "ALTER TABLE idem_keys DROP CONSTRAINT idem_keys_pkey, ADD PRIMARY KEY (scope, key, token)",
                 "ALTER TABLE idem_keys DROP CONSTRAINT idem_keys_pkey, ADD CONSTRAINT idem_keys_pkey PRIMARY KEY (scope, key)",
@@ -120,10 +120,9 @@ mod tests {
                 "ALTER TABLE idem_keys ALTER token DROP IDENTITY",
                 Err(Columns),
             ),
-            ("CREATE TABLE idem_child () INHERITS (idem_keys)", "DROP TABLE idem_child", Err(NotPlainTable)),
             ("ALTER TABLE idem_keys ADD CONSTRAINT c CHECK (attempt > 0)", "ALTER TABLE idem_keys DROP CONSTRAINT c", Err(Triggers)),
             // Row security does not apply to the table's owner unless forced.
-            ("ALTER TABLE idem_keys ENABLE ROW LEVEL SECURITY", "ALTER TABLE idem_keys DISABLE ROW LEVEL SECURITY", Ok(())),
+            ("ALTER TABLE idem_keys ENABLE ROW LEVEL SECURITY", "ALTER TABLE idem_keys DISABLE ROW LEVEL SECURITY", Ok(1)),
             ("ALTER TABLE idem_keys FORCE ROW LEVEL SECURITY", "ALTER TABLE idem_keys NO FORCE ROW LEVEL SECURITY", Err(RowSecurity)),
             ("ALTER TABLE idem_keys OWNER TO idem_test_other", "ALTER TABLE idem_keys OWNER TO CURRENT_USER", Err(Owner)),
             (
@@ -136,8 +135,15 @@ mod tests {
             Spi::run(change).unwrap();
             assert_eq!(check(), expected, "{change}");
             Spi::run(undo).unwrap();
-            assert_eq!(check(), Ok(()), "{undo}");
+            assert_eq!(check(), Ok(1), "{undo}");
         }
+        // An inheritance child: an UPDATE of idem_keys would reach its rows. PostgreSQL clears the parent's
+        // relhassubclass only at its next VACUUM or ANALYZE outside a transaction block, so the decline
+        // outlasts a dropped child until then, as the planner's own check does.
+        Spi::run("CREATE TABLE idem_child () INHERITS (idem_keys)").unwrap();
+        assert_eq!(check(), Err(NotPlainTable), "inheritance child");
+        Spi::run("DROP TABLE idem_child").unwrap();
+        assert_eq!(check(), Err(NotPlainTable), "relhassubclass stays until VACUUM or ANALYZE");
     }
 
     #[pg_test]
