@@ -3,9 +3,9 @@
 
 use crate::args::{self, RawJsonb};
 use crate::direct;
+use crate::direct::row::KeyRow;
 use crate::fingerprint::{self, Fingerprint};
 use crate::result::{Fields, Outcome};
-use crate::direct::row::KeyRow;
 use crate::store::{self, Stmt};
 use pgrx::datum::Interval;
 use pgrx::prelude::*;

@@ -2,8 +2,8 @@
 
 use crate::api::claim::seconds_until;
 use crate::args;
-use crate::result::{Fields, Outcome};
 use crate::direct::row::{Answer, Checkpoint};
+use crate::result::{Fields, Outcome};
 use crate::store::{self, Stmt};
 use pgrx::prelude::*;
 

@@ -31,9 +31,9 @@ pub mod pg;
 pub mod row;
 pub mod table;
 
-use row::{col, KeyRow, Row, FINISH_COLUMNS};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
+use row::{col, KeyRow, Row, FINISH_COLUMNS};
 use std::ptr;
 use table::{Decline, Table, Updated};
 
@@ -100,7 +100,9 @@ pub fn claim(
                     pg_sys::GetLatestSnapshot(),
                     found,
                 ) {
-                    row = Some(table.in_caller_context(|| Row::from_slot(found).key_row(fingerprint)));
+                    row = Some(
+                        table.in_caller_context(|| Row::from_slot(found).key_row(fingerprint)),
+                    );
                     break;
                 }
                 continue;

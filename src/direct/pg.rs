@@ -45,7 +45,8 @@ pub unsafe fn init_range_table(
     updated_columns: &[usize],
 ) {
     unsafe {
-        let rte = PgBox::<pg_sys::RangeTblEntry>::alloc_node(pg_sys::NodeTag::T_RangeTblEntry).into_pg();
+        let rte =
+            PgBox::<pg_sys::RangeTblEntry>::alloc_node(pg_sys::NodeTag::T_RangeTblEntry).into_pg();
         (*rte).rtekind = pg_sys::RTEKind::RTE_RELATION;
         (*rte).relid = relid;
         (*rte).relkind = pg_sys::RELKIND_RELATION as _;
@@ -59,7 +60,8 @@ pub unsafe fn init_range_table(
 
         #[cfg(feature = "pg15")]
         {
-            (*rte).requiredPerms = (pg_sys::ACL_INSERT | pg_sys::ACL_SELECT | pg_sys::ACL_UPDATE) as _;
+            (*rte).requiredPerms =
+                (pg_sys::ACL_INSERT | pg_sys::ACL_SELECT | pg_sys::ACL_UPDATE) as _;
             (*rte).updatedCols = updated;
             pg_sys::ExecInitRangeTable(estate, rtable);
         }
@@ -70,7 +72,8 @@ pub unsafe fn init_range_table(
             )
             .into_pg();
             (*perm).relid = relid;
-            (*perm).requiredPerms = (pg_sys::ACL_INSERT | pg_sys::ACL_SELECT | pg_sys::ACL_UPDATE) as _;
+            (*perm).requiredPerms =
+                (pg_sys::ACL_INSERT | pg_sys::ACL_SELECT | pg_sys::ACL_UPDATE) as _;
             (*perm).updatedCols = updated;
             (*rte).perminfoindex = 1;
             let perm_infos = pg_sys::lappend(ptr::null_mut(), perm.cast());
@@ -130,8 +133,19 @@ pub unsafe fn insert_index_tuples(
         let speculative = !spec_conflict.is_null();
         #[cfg(feature = "pg15")]
         let recheck = {
-            debug_assert!(which == IndexUpdate::All, "15 has no summarizing-only index inserts");
-            pg_sys::ExecInsertIndexTuples(rri, slot, estate, update, speculative, spec_conflict, arbiters)
+            debug_assert!(
+                which == IndexUpdate::All,
+                "15 has no summarizing-only index inserts"
+            );
+            pg_sys::ExecInsertIndexTuples(
+                rri,
+                slot,
+                estate,
+                update,
+                speculative,
+                spec_conflict,
+                arbiters,
+            )
         };
         #[cfg(any(feature = "pg16", feature = "pg17", feature = "pg18"))]
         let recheck = pg_sys::ExecInsertIndexTuples(
@@ -156,7 +170,11 @@ type UpdateIndexes = pg_sys::TU_UpdateIndexes::Type;
 
 fn index_update(reported: UpdateIndexes) -> IndexUpdate {
     #[cfg(feature = "pg15")]
-    return if reported { IndexUpdate::All } else { IndexUpdate::None };
+    return if reported {
+        IndexUpdate::All
+    } else {
+        IndexUpdate::None
+    };
     #[cfg(any(feature = "pg16", feature = "pg17", feature = "pg18"))]
     return match reported {
         pg_sys::TU_UpdateIndexes::TU_None => IndexUpdate::None,
@@ -220,7 +238,10 @@ pub unsafe fn index_beginscan(
 ///
 /// # Safety
 /// `desc` is a valid tuple descriptor and `i < desc.natts`.
-pub unsafe fn attribute<'a>(desc: pg_sys::TupleDesc, i: usize) -> &'a pg_sys::FormData_pg_attribute {
+pub unsafe fn attribute<'a>(
+    desc: pg_sys::TupleDesc,
+    i: usize,
+) -> &'a pg_sys::FormData_pg_attribute {
     unsafe {
         #[cfg(not(feature = "pg18"))]
         return &(*desc).attrs.as_slice(i + 1)[i];

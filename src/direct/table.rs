@@ -147,8 +147,8 @@ impl Table {
             let caller = pg_sys::CurrentMemoryContext;
             pg_sys::CurrentMemoryContext = (*estate).es_query_cxt;
             pg::init_range_table(estate, relid, lock, updated_columns);
-            let rri =
-                PgBox::<pg_sys::ResultRelInfo>::alloc_node(pg_sys::NodeTag::T_ResultRelInfo).into_pg();
+            let rri = PgBox::<pg_sys::ResultRelInfo>::alloc_node(pg_sys::NodeTag::T_ResultRelInfo)
+                .into_pg();
             pg_sys::InitResultRelInfo(rri, rel, 1, ptr::null_mut(), 0);
             (*estate).es_output_cid = pg_sys::GetCurrentCommandId(true);
             pg_sys::ExecOpenIndices(rri, speculative);
@@ -186,7 +186,11 @@ impl Table {
                     }
                     self.pkey = index;
                     self.arbiters = pg_sys::lcons_oid(form.indexrelid, self.arbiters);
-                } else if form.indisunique && is_scope_key_index(index) && form.indisvalid && form.indimmediate {
+                } else if form.indisunique
+                    && is_scope_key_index(index)
+                    && form.indisvalid
+                    && form.indimmediate
+                {
                     self.arbiters = pg_sys::lappend_oid(self.arbiters, form.indexrelid);
                 } else if form.indisunique && touches_scope_key(index) {
                     // Not built yet (CREATE UNIQUE INDEX CONCURRENTLY under way), deferrable, or of another
@@ -251,7 +255,14 @@ impl Table {
             let xid = pg_sys::GetCurrentTransactionId();
             let spec_token = pg_sys::SpeculativeInsertionLockAcquire(xid);
             let cid = (*self.estate).es_output_cid;
-            pg_sys::table_tuple_insert_speculative(self.rel, slot, cid, 0, ptr::null_mut(), spec_token);
+            pg_sys::table_tuple_insert_speculative(
+                self.rel,
+                slot,
+                cid,
+                0,
+                ptr::null_mut(),
+                spec_token,
+            );
             let mut conflict = false;
             pg::insert_index_tuples(
                 self.rri,
@@ -365,7 +376,9 @@ unsafe fn check_table(rel: pg_sys::Relation) -> Result<(), Decline> {
         let class = &*(*rel).rd_rel;
         let desc = (*rel).rd_att;
         // Inheritance children: an UPDATE of the parent reaches their rows too.
-        if class.relkind as u8 != pg_sys::RELKIND_RELATION || class.relispartition || class.relhassubclass
+        if class.relkind as u8 != pg_sys::RELKIND_RELATION
+            || class.relispartition
+            || class.relhassubclass
         {
             return Err(Decline::NotPlainTable);
         }
@@ -376,7 +389,8 @@ unsafe fn check_table(rel: pg_sys::Relation) -> Result<(), Decline> {
         {
             return Err(Decline::Triggers);
         }
-        if class.relforcerowsecurity || (class.relrowsecurity && class.relowner != pg_sys::GetUserId())
+        if class.relforcerowsecurity
+            || (class.relrowsecurity && class.relowner != pg_sys::GetUserId())
         {
             return Err(Decline::RowSecurity);
         }
@@ -388,14 +402,17 @@ unsafe fn check_table(rel: pg_sys::Relation) -> Result<(), Decline> {
         if defaults || (*desc).natts as usize != col::COUNT {
             return Err(Decline::Columns);
         }
-        let columns_match = COLUMNS.iter().enumerate().all(|(i, &(type_oid, not_null))| {
-            let column = pg::attribute(desc, i);
-            !column.attisdropped
-                && column.atttypid == type_oid
-                && column.attnotnull == not_null
-                && column.attidentity == 0
-                && column.attgenerated == 0
-        });
+        let columns_match = COLUMNS
+            .iter()
+            .enumerate()
+            .all(|(i, &(type_oid, not_null))| {
+                let column = pg::attribute(desc, i);
+                !column.attisdropped
+                    && column.atttypid == type_oid
+                    && column.attnotnull == not_null
+                    && column.attidentity == 0
+                    && column.attgenerated == 0
+            });
         if !columns_match {
             return Err(Decline::Columns);
         }
@@ -413,12 +430,22 @@ unsafe fn check_table(rel: pg_sys::Relation) -> Result<(), Decline> {
 unsafe fn is_scope_key_index(index: pg_sys::Relation) -> bool {
     unsafe {
         let form = &*(*index).rd_index;
-        if form.indnkeyatts != 2 || form.indnatts != 2 || (*(*index).rd_rel).relam != pg_sys::BTREE_AM_OID {
+        if form.indnkeyatts != 2
+            || form.indnatts != 2
+            || (*(*index).rd_rel).relam != pg_sys::BTREE_AM_OID
+        {
             return false;
         }
         let tuple = (*index).rd_indextuple;
-        let plain = pg_sys::heap_attisnull(tuple, pg_sys::Anum_pg_index_indexprs as i32, ptr::null_mut())
-            && pg_sys::heap_attisnull(tuple, pg_sys::Anum_pg_index_indpred as i32, ptr::null_mut());
+        let plain = pg_sys::heap_attisnull(
+            tuple,
+            pg_sys::Anum_pg_index_indexprs as i32,
+            ptr::null_mut(),
+        ) && pg_sys::heap_attisnull(
+            tuple,
+            pg_sys::Anum_pg_index_indpred as i32,
+            ptr::null_mut(),
+        );
         plain
             && form.indkey.values.as_slice(2) == [col::SCOPE as i16, col::KEY as i16]
             && (0..2).all(|i| {
@@ -437,7 +464,8 @@ unsafe fn touches_scope_key(index: pg_sys::Relation) -> bool {
     unsafe {
         let form = &*(*index).rd_index;
         let keys = form.indkey.values.as_slice(form.indnkeyatts as usize);
-        keys.iter().any(|&attnum| attnum == col::SCOPE as i16 || attnum == col::KEY as i16)
+        keys.iter()
+            .any(|&attnum| attnum == col::SCOPE as i16 || attnum == col::KEY as i16)
     }
 }
 
@@ -448,7 +476,11 @@ pub fn check() -> Result<usize, Decline> {
     // SAFETY: opened and closed inside the calling transaction.
     unsafe {
         Table::open(true, &[]).map(|table| {
-            let arbiters = if table.arbiters.is_null() { 0 } else { (*table.arbiters).length as usize };
+            let arbiters = if table.arbiters.is_null() {
+                0
+            } else {
+                (*table.arbiters).length as usize
+            };
             table.close();
             arbiters
         })

@@ -76,7 +76,11 @@ mod tests {
             headers: None,
         };
         assert_eq!(crate::direct::finish("served", "k", &answer), Some(true));
-        assert_eq!(crate::direct::finish("served", "k", &answer), Some(false), "finished already");
+        assert_eq!(
+            crate::direct::finish("served", "k", &answer),
+            Some(false),
+            "finished already"
+        );
         let stored = Spi::get_one::<i32>(
             "SELECT status_code FROM idem_keys WHERE scope = 'served' AND finished_at IS NOT NULL",
         );
@@ -89,7 +93,11 @@ mod tests {
     #[pg_test]
     fn direct_path_declines_exactly_what_it_would_not_honour() {
         use crate::direct::table::{check, Decline::*};
-        assert_eq!(check(), Ok(1), "the table as sql/ creates it: the primary key is the arbiter");
+        assert_eq!(
+            check(),
+            Ok(1),
+            "the table as sql/ creates it: the primary key is the arbiter"
+        );
         Spi::run("CREATE ROLE idem_test_other").unwrap();
         let cases = [
             // A DBA's concurrent rebuild of a bloated primary key: an exact copy is one more arbiter.
@@ -143,7 +151,11 @@ mod tests {
         Spi::run("CREATE TABLE idem_child () INHERITS (idem_keys)").unwrap();
         assert_eq!(check(), Err(NotPlainTable), "inheritance child");
         Spi::run("DROP TABLE idem_child").unwrap();
-        assert_eq!(check(), Err(NotPlainTable), "relhassubclass stays until VACUUM or ANALYZE");
+        assert_eq!(
+            check(),
+            Err(NotPlainTable),
+            "relhassubclass stays until VACUUM or ANALYZE"
+        );
     }
 
     #[pg_test]
