@@ -179,6 +179,29 @@ def main_tables(med):
     return out
 
 
+def floor_table(med):
+    """Replay and idem_lookup of a finished key against SELECT 1 over the same connection (issue 19)."""
+    out = []
+    keys, pick = axes_of(med, "floor")
+    if not keys:
+        return out
+    out.append("| sync | clients | SELECT 1 tps | replay tps (p50 / p99 ms) | replay ÷ floor | idem_lookup tps (p50 / p99 ms) | lookup ÷ floor |")
+    out.append("|---|---:|---:|---:|---:|---:|---:|")
+    for sync in pick(4, lambda s: s != "off"):
+        for clients in pick(3):
+            f, r, l = (find(med, "floor", wl, c, clients, sync)
+                       for wl, c in (("replay", "floor"), ("replay", "idem"), ("lookup", "idem")))
+            if not (f and r and l):
+                continue
+            out.append(f"| {sync} | {clients} | {f['tps']:.0f} | {r['tps']:.0f} ({r['p50']:.3f} / {r['p99']:.3f}) | "
+                       f"{ratio(r['tps'], f['tps']):.2f}× | {l['tps']:.0f} ({l['p50']:.3f} / {l['p99']:.3f}) | "
+                       f"{ratio(l['tps'], f['tps']):.2f}× |")
+    out.append("\nThe floor is `SELECT 1` through the same pgbench, protocol and connection: what a call costs with "
+               "no server-side work at all. Replay is `idem_claim` of a finished key, lookup `idem_lookup` of one; "
+               "the three are rotated every round.")
+    return out
+
+
 def growth_tables(med, facts):
     out = []
     keys, pick = axes_of(med, "growth")
@@ -211,7 +234,7 @@ def growth_tables(med, facts):
 
 
 def targets(med, facts, sweeps):
-    """Each target of issue 5 against the measured medians: (target, measured, verdict)."""
+    """Each target of issues 5 and 19 against the measured medians: (target, measured, verdict)."""
     rows = []
 
     for clients in (1, 8):
@@ -228,6 +251,13 @@ def targets(med, facts, sweeps):
                      f"{min(r[2] for r in replay):.2f}× to {max(r[2] for r in replay):.2f}× "
                      f"(lowest: clients = {worst[0]}, sync {worst[1]})",
                      "met" if worst[2] >= 1.3 else "**not met**"))
+    for wl, label, verb in (("replay", "replay", "idem_claim"), ("lookup", "lookup", "idem_lookup")):
+        for clients, goal in ((1, 0.8), (8, 0.6)):
+            f, i = (find(med, "floor", w, c, clients, "off") for w, c in (("replay", "floor"), (wl, "idem")))
+            if f and i:
+                r = ratio(i["tps"], f["tps"])
+                rows.append((f"{label} ({verb} of a finished key), clients = {clients}, sync off: ≥ {goal}× SELECT 1",
+                             f"{r:.2f}× ({i['tps']:.0f} / {f['tps']:.0f} tps)", "met" if r >= goal else "**not met**"))
     for how, label in SWEEPS:
         rounds = sweeps.get(how)
         if rounds:
@@ -332,6 +362,9 @@ def cmd_render(args):
               "connection time; p50 and p99 from the per-transaction log, warm-up discarded, and so is each "
               "connection's first transaction: its new backend's start-up, which a connection pool hides).", ""]
     lines += main_tables(med)
+    floor = floor_table(med)
+    if floor:
+        lines += ["", "## Against the round-trip floor", ""] + floor
     growth = growth_tables(med, facts)
     if growth:
         lines += ["", "## Growth", ""] + growth

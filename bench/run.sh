@@ -6,7 +6,7 @@
 #                               three agree on semantics, and no run has an error; writes no docs
 # Knobs (environment), e.g. a partial run that leaves docs/ alone:
 #   BENCH_RESULTS=FILE (a copy of results.tsv), BENCH_CONTENDERS="idem" (a subset), BENCH_SHARED_BUFFERS=2GB, BENCH_HUGE_PAGES= (empty: 4 kB pages; see the
-#   server below), BENCH_GROWTH_TOGETHER=1 (see growth), and
+#   server below), BENCH_GROWTH_TOGETHER=1 (see growth), BENCH_FLOOR= (skip the SELECT 1 floor), and
 #   BENCH_WORKLOADS=replay BENCH_CLIENTS=8 BENCH_SYNC=off BENCH_ROUNDS=1 BENCH_GROWTH= BENCH_SWEEP_KEYS=0 \
 #     BENCH_DOCS=/tmp/bench-docs bash bench/run.sh
 # Follow-ups for what the rounds here cannot resolve: bench/ab.sh (alternating pairs of two variants of
@@ -30,6 +30,7 @@ BASE_KEYS=${BENCH_BASE_KEYS:-$(full_or_smoke 10000 1000)} # finished and busy ke
 GROWTH=${BENCH_GROWTH-$(full_or_smoke "10000 1000000 10000000" 10000)} # stored keys per growth step (empty: skip)
 GROWTH_CLIENTS=${BENCH_GROWTH_CLIENTS:-8}
 SWEEP_KEYS=${BENCH_SWEEP_KEYS:-$(full_or_smoke 1000000 2000)} # expired keys idem_sweep deletes (0: skip)
+FLOOR=${BENCH_FLOOR-1}                                # empty: skip the round-trip floor section (issue 19)
 SWEEP_BASE_SECONDS=${BENCH_SWEEP_SECONDS:-$(full_or_smoke 10 1)}
 SWEEP_ROUNDS=${BENCH_SWEEP_ROUNDS:-$(full_or_smoke 3 1)} # each sweep's verdict: the median of its rounds' ratios
 SWEEP_CLIENTS=4 SWEEP_RATE=200                        # claims/s arriving during the sweep: a served API, not a flood
@@ -188,7 +189,7 @@ pgb() {
 workload_vars() { # WORKLOAD NKEYS: the -D settings of a workload
   case $1 in
     new | claim) wvars=(-D scope=new -D req="$BODY") ;;
-    replay | recent) wvars=(-D scope=fin -D req="$BODY" -D nkeys="$2") ;;
+    replay | recent | lookup) wvars=(-D scope=fin -D req="$BODY" -D nkeys="$2") ;;
     busy) wvars=(-D scope=busy -D req="$BODY" -D nkeys="$2") ;;
     mismatch) wvars=(-D scope=fin -D req="$BODY2" -D nkeys="$2") ;;
   esac
@@ -240,6 +241,31 @@ for sync in $SYNCS; do
     done
   done
 done
+
+# --- floor: an empty round trip against idem_keys' replay and idem_lookup of a finished key (issue 19). The
+# same pgbench, connection and protocol; SELECT 1 is what no server-side work at all costs, so replay ÷ floor
+# says how close a retry storm gets to the round trip itself.
+if [ -n "$FLOOR" ] && [[ " ${contenders[*]} " == *" idem "* ]]; then
+  echo "=== floor"
+  echo 'SELECT 1;' >"$dir/scripts/floor-replay.pgbench"
+  {
+    echo '\set key random(1, :nkeys)'
+    echo "SELECT array_position('{claimed,replay,in_progress,mismatch,recovered}'::text[], r.outcome) AS oc"
+    echo '  FROM idem_lookup(:scope, :key::text) r \gset'
+    expect 2 "idem lookup"
+  } >"$dir/scripts/idem-lookup.pgbench"
+  floor_runs=("floor replay" "idem replay" "idem lookup")
+  for sync in $SYNCS; do
+    for clients in $CLIENTS; do
+      for ((r = 1; r <= ROUNDS; r++)); do
+        for ((i = 0; i < ${#floor_runs[@]}; i++)); do
+          read -r c wl <<<"${floor_runs[(i + r - 1) % ${#floor_runs[@]}]}"
+          measure floor "$wl" "$c" "$clients" "$sync" "$r" "$BASE_KEYS" "$BASE_KEYS"
+        done
+      done
+    done
+  done
+fi
 
 # --- sweep: expired keys deleted while claims arrive at a fixed rate, against the same claims alone. Three
 # times: by the background worker and by CALL idem_sweep_paced() (the pg_cron way), both a transaction per
