@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The same short benchmark on every supported major, for docs/benchmarks.md's table "Per PostgreSQL major":
-# new-key and replay tps of idem_keys and hand-written SQL, as a ratio to 15 and to that major's SQL.
+# new-key and replay tps of idem_keys and hand-written SQL, as a ratio to 15 and to that major's SQL, and
+# replay and idem_lookup against the SELECT 1 floor (issue 19).
 #   bash bench/majors.sh            PG_MAJORS (default 15 17 18), 8 clients, sync off, 3 rounds of 5 s
 # Each major runs bench/run.sh on its own server (17 and 18 in their Debian roots, scripts/pg_root.sh), one
 # after another on the same machine; the majors' runs are minutes apart, so compare ratios, not raw tps.
@@ -28,21 +29,26 @@ done
 python3 - "$out" ${PG_MAJORS:-$SUPPORTED_MAJORS} <<'PY'
 import csv, statistics, sys
 out, majors = sys.argv[1], sys.argv[2:]
-tps = {}
+tps, rows_of = {}, {}
 for m in majors:
-    rows = list(csv.DictReader(open(f"{out}/pg{m}.tsv"), delimiter="\t"))
+    rows = rows_of[m] = list(csv.DictReader(open(f"{out}/pg{m}.tsv"), delimiter="\t"))
     for wl in ("new", "replay"):
         for c in ("sql", "idem"):
             got = [float(r["tps"]) for r in rows if r["section"] == "main" and r["workload"] == wl and r["contender"] == c]
             tps[m, wl, c] = statistics.median(got)
+def floor(m, wl):
+    got = [float(r["tps"]) for r in rows_of[m] if r["section"] == "floor" and r["workload"] == wl and r["contender"] == "idem"]
+    sel = [float(r["tps"]) for r in rows_of[m] if r["section"] == "floor" and r["contender"] == "floor"]
+    return statistics.median(got) / statistics.median(sel) if got and sel else float("nan")
 base = majors[0]
-print(f"| major | new key: idem_keys tps | SQL tps | ÷ SQL | ÷ idem_keys on {base} | replay: idem_keys tps | SQL tps | ÷ SQL | ÷ idem_keys on {base} |")
-print("|---|---|---|---|---|---|---|---|---|")
+print(f"| major | new key: idem_keys tps | SQL tps | ÷ SQL | ÷ idem_keys on {base} | replay: idem_keys tps | SQL tps | ÷ SQL | ÷ idem_keys on {base} | replay ÷ SELECT 1 | lookup ÷ SELECT 1 |")
+print("|---|---|---|---|---|---|---|---|---|---|---|")
 for m in majors:
     cells = []
     for wl in ("new", "replay"):
         i = tps[m, wl, "idem"]
         q = tps[m, wl, "sql"]
         cells += [f"{i:.0f}", f"{q:.0f}", f"{i / q:.2f}×", f"{i / tps[base, wl, 'idem']:.2f}×"]
+    cells += [f"{floor(m, 'replay'):.2f}×", f"{floor(m, 'lookup'):.2f}×"]
     print(f"| {m} | " + " | ".join(cells) + " |")
 PY
