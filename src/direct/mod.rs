@@ -24,8 +24,8 @@
 //!
 //! Nothing here checks privileges: the callers are SECURITY DEFINER functions, and `Table::open` declines
 //! unless their owner owns the table (and no row security can apply), so the SPI statements' checks would
-//! pass. Resources are released explicitly on the
-//! way out; on an ERROR, transaction abort releases the relations, locks and buffer pins.
+//! pass. Resources are released explicitly on the way out; on an ERROR, transaction abort releases the
+//! relations, locks and buffer pins.
 
 pub mod pg;
 pub mod row;
@@ -35,7 +35,7 @@ use pgrx::pg_sys;
 use pgrx::prelude::*;
 use row::{col, KeyRow, Row, FINISH_COLUMNS};
 use std::ptr;
-use table::{Decline, Table, Updated};
+use table::{Table, Updated};
 
 /// Rounds of "conflict, but the row changed before we could read it" before handing over to SPI. Each
 /// round follows a concurrent commit on the same key, so more than two is already unusual.
@@ -60,14 +60,10 @@ unsafe fn open(speculative: bool, updated_columns: &[usize]) -> Option<Table> {
     match unsafe { Table::open(speculative, updated_columns) } {
         Ok(table) => Some(table),
         Err(why) => {
-            declined(why);
+            debug1!("idem_keys: direct path declined ({why:?}); running the SQL statement instead");
             None
         }
     }
-}
-
-fn declined(why: Decline) {
-    debug1!("idem_keys: direct path declined ({why:?}); running the SQL statement instead");
 }
 
 /// Claims the key, or reads the row that holds it. `None`: the direct path declined; run SPI instead.

@@ -389,12 +389,11 @@ unsafe fn check_table(rel: pg_sys::Relation) -> Result<(), Decline> {
         {
             return Err(Decline::Triggers);
         }
-        if class.relforcerowsecurity
-            || (class.relrowsecurity && class.relowner != pg_sys::GetUserId())
-        {
+        let owned = class.relowner == pg_sys::GetUserId();
+        if class.relforcerowsecurity || (class.relrowsecurity && !owned) {
             return Err(Decline::RowSecurity);
         }
-        if class.relowner != pg_sys::GetUserId() {
+        if !owned {
             return Err(Decline::Owner);
         }
         let defaults = !constraints.is_null()
@@ -430,28 +429,23 @@ unsafe fn check_table(rel: pg_sys::Relation) -> Result<(), Decline> {
 unsafe fn is_scope_key_index(index: pg_sys::Relation) -> bool {
     unsafe {
         let form = &*(*index).rd_index;
-        if form.indnkeyatts != 2
-            || form.indnatts != 2
-            || (*(*index).rd_rel).relam != pg_sys::BTREE_AM_OID
-        {
-            return false;
-        }
-        let tuple = (*index).rd_indextuple;
-        let plain = pg_sys::heap_attisnull(
-            tuple,
-            pg_sys::Anum_pg_index_indexprs as i32,
-            ptr::null_mut(),
-        ) && pg_sys::heap_attisnull(
-            tuple,
-            pg_sys::Anum_pg_index_indpred as i32,
-            ptr::null_mut(),
-        );
-        plain
+        // The cheap fields first: this runs for the primary key on every call.
+        let shape = form.indnkeyatts == 2
+            && form.indnatts == 2
+            && (*(*index).rd_rel).relam == pg_sys::BTREE_AM_OID
             && form.indkey.values.as_slice(2) == [col::SCOPE as i16, col::KEY as i16]
             && (0..2).all(|i| {
                 *(*index).rd_opfamily.add(i) == pg_sys::TEXT_BTREE_FAM_OID
                     && *(*index).rd_indcollation.add(i) == pg_sys::DEFAULT_COLLATION_OID
-            })
+            });
+        let tuple = (*index).rd_indextuple;
+        shape
+            && pg_sys::heap_attisnull(
+                tuple,
+                pg_sys::Anum_pg_index_indexprs as i32,
+                ptr::null_mut(),
+            )
+            && pg_sys::heap_attisnull(tuple, pg_sys::Anum_pg_index_indpred as i32, ptr::null_mut())
     }
 }
 
