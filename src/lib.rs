@@ -3,7 +3,8 @@
 //! The DDL lives in `sql/`; each concern has its module: `api` (the SQL verbs), `store` (their statements),
 //! `direct` (the READ COMMITTED hot path of claim and finish, without SPI; `direct/pg.rs` is the crate's only
 //! PostgreSQL-version-specific code), `fingerprint`, `args` (input
-//! checks), `result` (the idem_result row), `guc`, `error`, and the optional sweeper: `worker` and
+//! checks), `result` (the idem_result row), `home` (the extension's schema and objects by OID, and the
+//! pinned search_path), `guc`, `error`, and the optional sweeper: `worker` and
 //! `sweep_stats`.
 
 use pgrx::prelude::*;
@@ -14,6 +15,7 @@ mod direct;
 mod error;
 mod fingerprint;
 mod guc;
+mod home;
 mod result;
 mod store;
 mod sweep_stats;

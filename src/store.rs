@@ -2,10 +2,10 @@
 //! key's row into Rust. Under READ COMMITTED, claim and finish first try the direct path (src/direct/) and
 //! come here for what it leaves: takeovers, error classification, and every other isolation level.
 //!
-//! Every statement names the table unqualified: the API functions run with a pinned
-//! `search_path = pg_catalog, <extension schema>, pg_temp`, and the plan cache replans if that path ever
-//! resolves differently (e.g. after DROP/CREATE EXTENSION in another schema), so a kept plan never points at
-//! a stale table. All values are bound parameters; nothing is spliced into SQL text.
+//! Every statement names the table unqualified: `with_spi` pins
+//! `search_path = pg_catalog, <extension schema>, pg_temp` around them, and the plan cache replans if that
+//! path ever resolves differently (e.g. after DROP/CREATE EXTENSION in another schema), so a kept plan never
+//! points at a stale table. All values are bound parameters; nothing is spliced into SQL text.
 //!
 //! Plans are run with `SpiClient::select` even when they write: pgrx's `update` forces a transaction id
 //! first, which would make a read-only outcome (a replay) pay for a commit record. A plan prepared with
@@ -169,7 +169,7 @@ impl Stmt {
             }
             Stmt::Lookup => {
                 "SELECT attempt, finished_at IS NOT NULL, lease_ends_at, status_code, response, response_bytes,
-                        headers, created_at, checkpoint, checkpoint_state
+                        headers, created_at, checkpoint, checkpoint_state, expires_at
                    FROM idem_keys
                   WHERE scope = $1 AND key = $2 AND (finished_at IS NULL OR expires_at > $3)"
             }
@@ -338,7 +338,26 @@ pub fn clock_now() -> i64 {
     unsafe { pg_sys::GetCurrentTimestamp() }
 }
 
-/// Connects to SPI for the closure.
+/// Connects to SPI for the closure, with `search_path` pinned to `pg_catalog, <extension schema>, pg_temp`
+/// for its statements (home.rs says why here and not in the functions' SET clause). On an ERROR the
+/// (sub)transaction's abort restores the caller's path, as it does for a SET clause.
 pub fn with_spi<R>(f: impl FnOnce(&SpiClient<'_>) -> R) -> R {
-    Spi::connect(|client| f(client))
+    let path = crate::home::pinned_search_path();
+    // SAFETY: a GUC nest level opened and closed around the statements, as fmgr_security_definer does.
+    unsafe {
+        let level = pg_sys::NewGUCNestLevel();
+        pg_sys::set_config_option(
+            c"search_path".as_ptr(),
+            path.as_ptr(),
+            pg_sys::GucContext::PGC_USERSET,
+            pg_sys::GucSource::PGC_S_SESSION,
+            pg_sys::GucAction::GUC_ACTION_SAVE,
+            true,
+            0,
+            false,
+        );
+        let result = Spi::connect(|client| f(client));
+        pg_sys::AtEOXact_GUC(true, level);
+        result
+    }
 }

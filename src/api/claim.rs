@@ -11,8 +11,8 @@ use pgrx::datum::Interval;
 use pgrx::prelude::*;
 
 /// Claim an idempotency key for a JSON request.
+// No SET search_path: the hot verbs pin it only around SQL (home.rs).
 #[pg_extern(name = "idem_claim", volatile, parallel_unsafe, security_definer, requires = ["bootstrap"])]
-#[search_path(pg_catalog, @extschema@, pg_temp)]
 fn idem_claim_jsonb_wait(
     scope: Option<&str>,
     key: Option<&str>,
@@ -29,8 +29,8 @@ fn idem_claim_jsonb_wait(
 }
 
 /// Claim an idempotency key for a raw (bytea) request body.
+// No SET search_path: the hot verbs pin it only around SQL (home.rs).
 #[pg_extern(name = "idem_claim", volatile, parallel_unsafe, security_definer, requires = ["bootstrap"])]
-#[search_path(pg_catalog, @extschema@, pg_temp)]
 fn idem_claim_bytea_wait(
     scope: Option<&str>,
     key: Option<&str>,
@@ -110,9 +110,19 @@ fn attempt(
 ) -> Attempt {
     let lease_ends_at = now.saturating_add(lease_micros);
     if direct::applies() {
-        // The common outcomes (claimed, replay, in_progress, mismatch) without SPI; a takeover stays on it.
-        match direct::claim(scope, key, fingerprint, now, lease_ends_at).map(|row| decide(row, now))
-        {
+        // A retry's replay (or mismatch) from one read of the primary key. A busy key takes the full path,
+        // whose conflict check waits for an owner that is finishing right now.
+        let probed = direct::probe(scope, key, fingerprint);
+        let absent = matches!(probed, Some(None));
+        let decided = match probed.flatten().map(|row| decide(row, now)) {
+            // The common outcomes (claimed, in_progress, mismatch) without SPI; a takeover stays on it.
+            Some(Decision::Busy(..)) | None => {
+                direct::claim(scope, key, fingerprint, now, lease_ends_at, absent)
+                    .map(|row| decide(row, now))
+            }
+            decided => decided,
+        };
+        match decided {
             Some(Decision::Answer(fields)) => return Attempt::Done(fields),
             // Read with a fresh snapshot, so final (the SPI path's `Reread`).
             Some(Decision::Busy(fields, lease_ends_at)) => {

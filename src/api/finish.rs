@@ -9,8 +9,8 @@ use pgrx::datum::Interval;
 use pgrx::prelude::*;
 
 /// Store the JSON answer of a claimed key.
+// No SET search_path: the hot verbs pin it only around SQL (home.rs).
 #[pg_extern(name = "idem_finish", volatile, parallel_unsafe, security_definer, requires = ["bootstrap"])]
-#[search_path(pg_catalog, @extschema@, pg_temp)]
 fn idem_finish_jsonb(
     scope: Option<&str>,
     key: Option<&str>,
@@ -28,8 +28,8 @@ fn idem_finish_jsonb(
 }
 
 /// Store the raw (bytea) answer of a claimed key.
+// No SET search_path: the hot verbs pin it only around SQL (home.rs).
 #[pg_extern(name = "idem_finish", volatile, parallel_unsafe, security_definer, requires = ["bootstrap"])]
-#[search_path(pg_catalog, @extschema@, pg_temp)]
 fn idem_finish_bytea(
     scope: Option<&str>,
     key: Option<&str>,

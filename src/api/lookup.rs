@@ -2,15 +2,16 @@
 
 use crate::api::claim::seconds_until;
 use crate::args;
-use crate::direct::row::{Answer, Checkpoint};
+use crate::direct;
+use crate::direct::row::{Answer, Checkpoint, KeyRow};
 use crate::result::{Fields, Outcome};
 use crate::store::{self, Stmt};
 use pgrx::prelude::*;
 
 /// `replay` with the stored answer, `in_progress` (retry_after 0 once the lease has ended), or NULL when the
 /// key is unknown or expired. Never returns the token.
+// No SET search_path: the hot verbs pin it only around SQL (home.rs).
 #[pg_extern(stable, parallel_safe, security_definer, requires = ["bootstrap"])]
-#[search_path(pg_catalog, @extschema@, pg_temp)]
 fn idem_lookup(
     scope: Option<&str>,
     key: Option<&str>,
@@ -18,38 +19,59 @@ fn idem_lookup(
 ) -> Option<pgrx::composite_type!('static, "idem_result")> {
     let (scope, key) = args::scope_and_key("idem_lookup", scope, key);
     let now = store::clock_now();
+    let read_directly = direct::applies_to_reads()
+        .then(|| direct::lookup(scope, key))
+        .flatten();
+    let row = read_directly.unwrap_or_else(|| read(scope, key, now))?;
+    // The SQL statement's own condition, for the direct read: an answer past its retention is gone.
+    if row.finished && row.expires_at.is_none_or(|expires_at| expires_at <= now) {
+        return None;
+    }
+    let fields = if row.finished {
+        let mut fields = Fields::new(Outcome::Replay, row.attempt, row.created_at);
+        fields.answer = row.answer;
+        fields
+    } else {
+        let mut fields = Fields::new(Outcome::InProgress, row.attempt, row.created_at);
+        let lease_ends_at = row.lease_ends_at.unwrap_or(now);
+        fields.retry_after = Some(seconds_until(lease_ends_at, now));
+        fields.checkpoint = row.checkpoint;
+        fields
+    };
+    Some(fields.into_tuple(fcinfo))
+}
+
+/// The key's row, unless unknown or expired, by the SQL statement.
+fn read(scope: &str, key: &str, now: i64) -> Option<KeyRow> {
     let params = [
         store::text(scope),
         store::text(key),
         store::timestamptz(now),
     ];
-    let fields = store::with_spi(|client| {
+    store::with_spi(|client| {
         let table = store::run(client, Stmt::Lookup, &params);
         if table.is_empty() {
             return None;
         }
-        let attempt: i32 = store::value(&table, 1).unwrap_or_default();
-        let finished: bool = store::value(&table, 2).unwrap_or(false);
-        let created_at = store::timestamp(&table, 8).unwrap_or_default();
-        if finished {
-            let mut fields = Fields::new(Outcome::Replay, attempt, created_at);
-            fields.answer = Answer {
+        Some(KeyRow {
+            inserted: false,
+            token: 0,
+            attempt: store::value(&table, 1).unwrap_or_default(),
+            same_request: false,
+            finished: store::value(&table, 2).unwrap_or(false),
+            lease_ends_at: store::timestamp(&table, 3),
+            expires_at: store::timestamp(&table, 11),
+            answer: Answer {
                 status_code: store::value(&table, 4),
                 response: store::varlena(&table, 5),
                 response_bytes: store::varlena(&table, 6),
                 headers: store::varlena(&table, 7),
-            };
-            Some(fields)
-        } else {
-            let mut fields = Fields::new(Outcome::InProgress, attempt, created_at);
-            let lease_ends_at = store::timestamp(&table, 3).unwrap_or(now);
-            fields.retry_after = Some(seconds_until(lease_ends_at, now));
-            fields.checkpoint = Checkpoint {
+            },
+            created_at: store::timestamp(&table, 8).unwrap_or_default(),
+            checkpoint: Checkpoint {
                 point: store::varlena(&table, 9),
                 state: store::varlena(&table, 10),
-            };
-            Some(fields)
-        }
-    })?;
-    Some(fields.into_tuple(fcinfo))
+            },
+        })
+    })
 }

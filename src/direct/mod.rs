@@ -22,9 +22,14 @@
 //! `idem_keys.direct_path = off` forces SPI everywhere (`AB_B_OPTIONS="-c idem_keys.direct_path=off"
 //! AB_B=idem bash bench/ab.sh` compares the two).
 //!
-//! Nothing here checks privileges: the callers are SECURITY DEFINER functions, and `Table::open` declines
-//! unless their owner owns the table (and no row security can apply), so the SPI statements' checks would
-//! pass. Resources are released explicitly on the way out; on an ERROR, transaction abort releases the
+//! A replay needs none of a write's set-up: `probe` reads the key through the primary key alone, with a
+//! `table::Reader` that opens only the table and that index, and `idem_claim` answers from it when the row
+//! is a finished answer (or a mismatch); `lookup` is the same read for `idem_lookup`.
+//!
+//! Nothing here checks privileges: the callers are SECURITY DEFINER functions, the table is found by OID in
+//! the extension's schema (home.rs; never through the caller's search_path), and `Table::open` declines
+//! unless the functions' owner owns the table (and no row security can apply), so the SPI statements'
+//! checks would pass. Resources are released explicitly on the way out; on an ERROR, transaction abort releases the
 //! relations, locks and buffer pins.
 
 pub mod pg;
@@ -41,15 +46,19 @@ use table::{Table, Updated};
 /// round follows a concurrent commit on the same key, so more than two is already unusual.
 const MAX_ROUNDS: usize = 8;
 
-/// Whether the direct path may run: READ COMMITTED (each read may take a fresh snapshot; READ UNCOMMITTED is
-/// the same level in PostgreSQL) and a read-write transaction (else the SPI statement raises the read-only
-/// error the caller expects).
+/// Whether the direct path may write: `applies_to_reads`, in a read-write transaction (else the SPI
+/// statement raises the read-only error the caller expects).
 pub fn applies() -> bool {
-    // SAFETY: plain reads of the backend's transaction state.
+    // SAFETY: a plain read of the backend's transaction state.
+    applies_to_reads() && unsafe { !pg_sys::XactReadOnly }
+}
+
+/// Whether the direct path may read: switched on, and READ COMMITTED (each read may take a fresh snapshot;
+/// READ UNCOMMITTED is the same level in PostgreSQL).
+pub fn applies_to_reads() -> bool {
+    // SAFETY: a plain read of the backend's transaction state.
     crate::guc::direct_path()
-        && unsafe {
-            pg_sys::XactIsoLevel <= pg_sys::XACT_READ_COMMITTED as i32 && !pg_sys::XactReadOnly
-        }
+        && unsafe { pg_sys::XactIsoLevel <= pg_sys::XACT_READ_COMMITTED as i32 }
 }
 
 /// Opens the table, or says at DEBUG1 why the call goes to SPI (`SET client_min_messages = debug1` shows it).
@@ -68,12 +77,18 @@ unsafe fn open(speculative: bool, updated_columns: &[usize]) -> Option<Table> {
 
 /// Claims the key, or reads the row that holds it. `None`: the direct path declined; run SPI instead.
 /// The row of a fresh claim has `inserted` set; any other row is as a fresh snapshot sees it.
+///
+/// `absent`: a `probe` just found no committed row for the key, so the first round inserts without the
+/// conflict pre-check. The pre-check only spares a wasted insert: a row committed or being inserted since
+/// the probe makes the speculative insertion report a conflict, and the next round checks, and waits, as
+/// ExecInsert's retry does.
 pub fn claim(
     scope: &str,
     key: &str,
     fingerprint: &[u8],
     now: i64,
     lease_ends_at: i64,
+    absent: bool,
 ) -> Option<KeyRow> {
     // SAFETY: runs in a transaction, inside a function call; every pointer below comes from PostgreSQL and
     // lives until `close` (or transaction abort).
@@ -84,11 +99,12 @@ pub fn claim(
         let found = pg_sys::table_slot_create(table.rel, ptr::null_mut());
         let mut values = Row::claim(scope, key, fingerprint, now, lease_ends_at);
         let mut row = None;
+        let mut precheck = !absent;
         for _ in 0..MAX_ROUNDS {
             pgrx::check_for_interrupts!();
             values.store(new);
             let mut conflict = pg_sys::ItemPointerData::default();
-            if !table.no_conflict(new, &mut conflict) {
+            if precheck && !table.no_conflict(new, &mut conflict) {
                 // A committed (or our own) row holds the key. If it changed since the check, check again.
                 if pg_sys::table_tuple_fetch_row_version(
                     table.rel,
@@ -110,10 +126,77 @@ pub fn claim(
                 row = Some(KeyRow::claimed(token, now, lease_ends_at));
                 break;
             }
+            precheck = true;
         }
         pg_sys::ExecDropSingleTupleTableSlot(found);
         pg_sys::ExecDropSingleTupleTableSlot(new);
         table.close();
+        row
+    }
+}
+
+/// A claim's first read: the key's row as a fresh snapshot sees it, through the primary key alone (a
+/// `table::Reader`), which is all a retry's replay needs. `Some(None)`: no committed row holds the key.
+/// `None`: the reader declined; the full claim runs and says why.
+pub fn probe(scope: &str, key: &str, fingerprint: &[u8]) -> Option<Option<KeyRow>> {
+    // SAFETY: in a transaction, inside a function call; the reader and the slot are released before return.
+    unsafe {
+        let reader = table::Reader::open(pg_sys::RowExclusiveLock as pg_sys::LOCKMODE).ok()?;
+        // As SPI does before each statement: rows this command wrote so far become visible to our read.
+        pg_sys::CommandCounterIncrement();
+        let row = read(
+            &reader,
+            scope,
+            key,
+            pg_sys::GetLatestSnapshot(),
+            fingerprint,
+        );
+        reader.close();
+        Some(row)
+    }
+}
+
+/// `idem_lookup`'s read: the key's row as the calling query's snapshot sees it (what the SPI statement of a
+/// STABLE function reads), taking only AccessShareLock, so that it also runs on a hot standby. `None`: run
+/// the SQL statement instead. The row's fingerprint is not compared (`same_request` means nothing).
+pub fn lookup(scope: &str, key: &str) -> Option<Option<KeyRow>> {
+    // SAFETY: as in `probe`; the active snapshot is the calling query's.
+    unsafe {
+        if !pg_sys::ActiveSnapshotSet() {
+            return None;
+        }
+        let reader = match table::Reader::open(pg_sys::AccessShareLock as pg_sys::LOCKMODE) {
+            Ok(reader) => reader,
+            Err(why) => {
+                debug1!(
+                    "idem_keys: direct path declined ({why:?}); running the SQL statement instead"
+                );
+                return None;
+            }
+        };
+        let row = read(&reader, scope, key, pg_sys::GetActiveSnapshot(), &[]);
+        reader.close();
+        Some(row)
+    }
+}
+
+/// The key's row as `snapshot` sees it, copied into the current memory context.
+///
+/// # Safety
+/// `reader` is open; `snapshot` stays valid during the call.
+unsafe fn read(
+    reader: &table::Reader,
+    scope: &str,
+    key: &str,
+    snapshot: pg_sys::Snapshot,
+    fingerprint: &[u8],
+) -> Option<KeyRow> {
+    unsafe {
+        let slot = pg_sys::table_slot_create(reader.rel, ptr::null_mut());
+        let row = reader
+            .fetch(scope, key, snapshot, slot)
+            .then(|| Row::from_slot(slot).key_row(fingerprint));
+        pg_sys::ExecDropSingleTupleTableSlot(slot);
         row
     }
 }

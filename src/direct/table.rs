@@ -5,6 +5,7 @@
 
 use super::pg::{self, IndexUpdate};
 use super::row::{col, text, COLUMNS};
+use crate::home;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use std::cell::Cell;
@@ -14,7 +15,8 @@ use std::ptr;
 /// not; `idem_keys.direct_path = off` gives the same answers (tests/pg_regress/sql/direct_declines.sql).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Decline {
-    /// `idem_keys` is not on the search path (SPI raises the proper error), or was dropped meanwhile.
+    /// The extension's table is not there (SPI raises the proper error), or was dropped or changed while
+    /// it was being opened.
     NotFound,
     /// Not a plain heap table: a partition, a view, a table with inheritance children (relhassubclass,
     /// which PostgreSQL clears only at the next VACUUM or ANALYZE after the last child is dropped).
@@ -36,54 +38,19 @@ pub enum Decline {
     UniqueIndex,
 }
 
-/// The OIDs of the table and its token sequence, found by name on the pinned search_path (as the SPI
-/// statements find them).
-#[derive(Clone, Copy, PartialEq, Eq)]
-struct Names {
-    table: pg_sys::Oid,
-    sequence: pg_sys::Oid,
+/// What a full open last found the table to be: the primary key a reader may use alone, for the user the
+/// checks ran as, in the relcache generation they ran in (`home::generation`). Every change `check_table`
+/// or `key_indexes` looks at (a trigger, a column, an index, row security, the owner, inheritance) updates
+/// the table's pg_class row or invalidates its relcache entry, and so bumps the generation.
+#[derive(Clone, Copy)]
+struct Verified {
+    generation: u64,
+    user: pg_sys::Oid,
+    pkey: pg_sys::Oid,
 }
 
 thread_local! {
-    // Looked up once per backend instead of twice per claim (1.1 % of a new-key cycle's samples), and
-    // forgotten whenever the relcache reports a change to either relation (DROP or ALTER EXTENSION, VACUUM's
-    // statistics update) or resets itself.
-    static NAMES: Cell<Option<Names>> = const { Cell::new(None) };
-    static FORGETS_NAMES: Cell<bool> = const { Cell::new(false) };
-}
-
-/// None while the extension's table is not on the search path.
-fn names() -> Option<Names> {
-    if let Some(names) = NAMES.get() {
-        return Some(names);
-    }
-    // SAFETY: catalog lookups inside a transaction; the callback is registered once per backend.
-    unsafe {
-        if !FORGETS_NAMES.get() {
-            pg_sys::CacheRegisterRelcacheCallback(Some(forget_names), pg_sys::Datum::from(0));
-            FORGETS_NAMES.set(true);
-        }
-        let table = pg_sys::RelnameGetRelid(c"idem_keys".as_ptr());
-        let sequence = pg_sys::RelnameGetRelid(c"idem_keys_token_seq".as_ptr());
-        if table == pg_sys::InvalidOid || sequence == pg_sys::InvalidOid {
-            return None;
-        }
-        NAMES.set(Some(Names { table, sequence }));
-        Some(Names { table, sequence })
-    }
-}
-
-/// The relcache callback: forgets the cached OIDs when either relation (or the whole relcache) is invalidated.
-///
-/// # Safety
-/// Called by PostgreSQL's invalidation machinery only; it touches nothing but this backend's cache.
-#[pg_guard]
-unsafe extern "C-unwind" fn forget_names(_arg: pg_sys::Datum, relid: pg_sys::Oid) {
-    if let Some(names) = NAMES.get() {
-        if relid == pg_sys::InvalidOid || relid == names.table || relid == names.sequence {
-            NAMES.set(None);
-        }
-    }
+    static VERIFIED: Cell<Option<Verified>> = const { Cell::new(None) };
 }
 
 /// The table, its indexes and a minimal executor state, as a ModifyTable node would hold them. While it is
@@ -109,26 +76,27 @@ pub enum Updated {
 }
 
 impl Table {
-    /// Opens `idem_keys` (found on the pinned search_path, like the SPI statements) for writing, with its
-    /// indexes, or says why the direct path must not write it.
+    /// Opens `idem_keys` (the extension's own, found by OID: home.rs) for writing, with its indexes, or says
+    /// why the direct path must not write it.
     ///
     /// # Safety
     /// Inside a transaction, in a function call; the result must be closed (or the transaction aborted).
     pub unsafe fn open(speculative: bool, updated_columns: &[usize]) -> Result<Table, Decline> {
         unsafe {
-            let found = names().ok_or(Decline::NotFound)?;
+            let found = home::names().ok_or(Decline::NotFound)?;
             let relid = found.table;
             let lock = pg_sys::RowExclusiveLock as pg_sys::LOCKMODE;
             let rel = pg_sys::try_table_open(relid, lock);
             if rel.is_null() {
                 // Dropped since we looked it up (DROP EXTENSION in a concurrent session): look again next
                 // time; SPI raises the usual error now.
-                NAMES.set(None);
+                home::forget();
                 return Err(Decline::NotFound);
             }
             // Opening processed pending invalidations: if they were about our relations, look the names up
             // again, and leave this call to SPI if they changed (the sequence alone recreated, say).
-            let checked = if names() != Some(found) {
+            let generation = home::generation();
+            let checked = if home::names() != Some(found) {
                 Err(Decline::NotFound)
             } else {
                 check_table(rel)
@@ -161,48 +129,30 @@ impl Table {
                 estate,
                 rri,
             };
-            match table.find_key_indexes() {
-                Ok(()) => Ok(table),
+            let indexes = match (*rri).ri_NumIndices as usize {
+                0 => &[][..],
+                n => std::slice::from_raw_parts((*rri).ri_IndexRelationDescs, n),
+            };
+            match key_indexes(indexes) {
+                Ok((pkey, arbiters)) => {
+                    table.pkey = pkey;
+                    table.arbiters = arbiters;
+                    // Only if no invalidation arrived while the indexes were locked: the checks above may
+                    // have read the table's state from before it.
+                    if home::generation() == generation {
+                        VERIFIED.set(Some(Verified {
+                            generation,
+                            user: pg_sys::GetUserId(),
+                            pkey: (*(*pkey).rd_index).indexrelid,
+                        }));
+                    }
+                    Ok(table)
+                }
                 Err(why) => {
                     table.close();
                     Err(why)
                 }
             }
-        }
-    }
-
-    /// Finds the primary key, checks its shape, and lists the arbiters (see `arbiters`).
-    ///
-    /// # Safety
-    /// The indexes are open (`ExecOpenIndices`) and the executor state's memory context is current.
-    unsafe fn find_key_indexes(&mut self) -> Result<(), Decline> {
-        unsafe {
-            for i in 0..(*self.rri).ri_NumIndices as usize {
-                let index = *(*self.rri).ri_IndexRelationDescs.add(i);
-                let form = &*(*index).rd_index;
-                if form.indisprimary {
-                    if !is_scope_key_index(index) || !form.indimmediate {
-                        return Err(Decline::PrimaryKey);
-                    }
-                    self.pkey = index;
-                    self.arbiters = pg_sys::lcons_oid(form.indexrelid, self.arbiters);
-                } else if form.indisunique
-                    && is_scope_key_index(index)
-                    && form.indisvalid
-                    && form.indimmediate
-                {
-                    self.arbiters = pg_sys::lappend_oid(self.arbiters, form.indexrelid);
-                } else if form.indisunique && touches_scope_key(index) {
-                    // Not built yet (CREATE UNIQUE INDEX CONCURRENTLY under way), deferrable, or of another
-                    // shape (column order, collation, expression, predicate, more columns): what the
-                    // statement does with it (an error, a wait, 23505 in a race) is the answer to give.
-                    return Err(Decline::UniqueIndex);
-                }
-            }
-            if self.pkey.is_null() {
-                return Err(Decline::PrimaryKey);
-            }
-            Ok(())
         }
     }
 
@@ -322,29 +272,6 @@ impl Table {
         }
     }
 
-    /// Equality scan keys on the primary key (scope, key), with the index's collations.
-    ///
-    /// # Safety
-    /// The table is open.
-    pub unsafe fn key_scan(&self, scope: &str, key: &str) -> [pg_sys::ScanKeyData; 2] {
-        unsafe {
-            let mut keys = [pg_sys::ScanKeyData::default(); 2];
-            for (i, value) in [scope, key].into_iter().enumerate() {
-                pg_sys::ScanKeyEntryInitialize(
-                    &mut keys[i],
-                    0,
-                    (i + 1) as pg_sys::AttrNumber,
-                    pg_sys::BTEqualStrategyNumber as pg_sys::StrategyNumber,
-                    pg_sys::InvalidOid,
-                    *(*self.pkey).rd_indcollation.add(i),
-                    pg_sys::Oid::from(pg_sys::F_TEXTEQ),
-                    text(value),
-                );
-            }
-            keys
-        }
-    }
-
     /// The version of the key's row `snapshot` sees, into `slot`.
     ///
     /// # Safety
@@ -355,14 +282,201 @@ impl Table {
         snapshot: pg_sys::Snapshot,
         slot: *mut pg_sys::TupleTableSlot,
     ) -> bool {
+        unsafe { fetch_by_key(self.rel, self.pkey, keys, snapshot, slot) }
+    }
+
+    /// Equality scan keys on the primary key (scope, key), with the index's collations.
+    ///
+    /// # Safety
+    /// The table is open.
+    pub unsafe fn key_scan(&self, scope: &str, key: &str) -> [pg_sys::ScanKeyData; 2] {
+        unsafe { key_scan(self.pkey, scope, key) }
+    }
+}
+
+/// The table and its primary key, opened for one read by key: what a replay and a lookup need, without the
+/// executor state and the other indexes a write opens. It opens only a table whose shape a full
+/// `Table::open` verified since the relcache last reported a change to it; otherwise it runs the same
+/// checks itself first, with its own lock mode (a lookup on a hot standby may take no write lock).
+pub struct Reader {
+    pub rel: pg_sys::Relation,
+    pkey: pg_sys::Relation,
+}
+
+impl Reader {
+    /// # Safety
+    /// Inside a transaction, in a function call; the result must be closed (or the transaction aborted).
+    pub unsafe fn open(lock: pg_sys::LOCKMODE) -> Result<Reader, Decline> {
         unsafe {
-            let scan = pg::index_beginscan(self.rel, self.pkey, snapshot, 2);
-            pg_sys::index_rescan(scan, keys.as_mut_ptr(), 2, ptr::null_mut(), 0);
-            let found =
-                pg_sys::index_getnext_slot(scan, pg_sys::ScanDirection::ForwardScanDirection, slot);
-            pg_sys::index_endscan(scan);
-            found
+            let found = home::names().ok_or(Decline::NotFound)?;
+            let rel = pg_sys::try_table_open(found.table, lock);
+            if rel.is_null() {
+                home::forget();
+                return Err(Decline::NotFound);
+            }
+            // Locking processed pending invalidations: a change to the table has bumped the generation.
+            let user = pg_sys::GetUserId();
+            let generation = home::generation();
+            let verified = match VERIFIED.get() {
+                _ if home::names() != Some(found) => Err(Decline::NotFound),
+                Some(v) if v.generation == generation && v.user == user => Ok(v.pkey),
+                _ => check_table(rel).and_then(|()| verify_indexes(rel, lock)),
+            };
+            let pkey = match verified {
+                Ok(pkey) => pg_sys::index_open(pkey, lock),
+                Err(why) => {
+                    pg_sys::table_close(rel, pg_sys::NoLock as pg_sys::LOCKMODE);
+                    return Err(why);
+                }
+            };
+            let reader = Reader { rel, pkey };
+            // Locking the index may have processed more (a unique index being built concurrently): then
+            // leave this call to the full path, which checks again.
+            if home::generation() != generation {
+                reader.close();
+                return Err(Decline::NotFound);
+            }
+            VERIFIED.set(Some(Verified {
+                generation,
+                user,
+                pkey: (*(*pkey).rd_index).indexrelid,
+            }));
+            Ok(reader)
         }
+    }
+
+    /// The version of the key's row `snapshot` sees, into `slot` (a slot of this table).
+    ///
+    /// # Safety
+    /// The reader is open; `snapshot` is registered or active for the duration of the call.
+    pub unsafe fn fetch(
+        &self,
+        scope: &str,
+        key: &str,
+        snapshot: pg_sys::Snapshot,
+        slot: *mut pg_sys::TupleTableSlot,
+    ) -> bool {
+        unsafe {
+            let mut keys = key_scan(self.pkey, scope, key);
+            fetch_by_key(self.rel, self.pkey, &mut keys, snapshot, slot)
+        }
+    }
+
+    /// Closes the index and the table; their locks are kept until the transaction ends.
+    ///
+    /// # Safety
+    /// Called once, with the reader open.
+    pub unsafe fn close(self) {
+        unsafe {
+            pg_sys::index_close(self.pkey, pg_sys::NoLock as pg_sys::LOCKMODE);
+            pg_sys::table_close(self.rel, pg_sys::NoLock as pg_sys::LOCKMODE);
+        }
+    }
+}
+
+/// `key_indexes` for a reader: opens every index of the table with `lock`, and returns the primary key's
+/// OID if the direct path may use the table.
+///
+/// # Safety
+/// `rel` is open with `lock`.
+unsafe fn verify_indexes(
+    rel: pg_sys::Relation,
+    lock: pg_sys::LOCKMODE,
+) -> Result<pg_sys::Oid, Decline> {
+    unsafe {
+        let oids = pg_sys::RelationGetIndexList(rel);
+        let count = if oids.is_null() { 0 } else { (*oids).length };
+        let indexes: Vec<pg_sys::Relation> = (0..count)
+            .map(|i| pg_sys::index_open(pg_sys::list_nth_oid(oids, i), lock))
+            .collect();
+        let verdict = key_indexes(&indexes).map(|(pkey, _)| (*(*pkey).rd_index).indexrelid);
+        for index in indexes {
+            pg_sys::index_close(index, pg_sys::NoLock as pg_sys::LOCKMODE);
+        }
+        verdict
+    }
+}
+
+/// Finds the primary key among the table's open indexes, checks its shape, and lists the arbiters (see
+/// `Table::arbiters`), in the executor's memory context.
+///
+/// # Safety
+/// Every index is open.
+unsafe fn key_indexes(
+    indexes: &[pg_sys::Relation],
+) -> Result<(pg_sys::Relation, *mut pg_sys::List), Decline> {
+    unsafe {
+        let mut pkey = ptr::null_mut();
+        let mut arbiters = ptr::null_mut();
+        for &index in indexes {
+            let form = &*(*index).rd_index;
+            if form.indisprimary {
+                if !is_scope_key_index(index) || !form.indimmediate {
+                    return Err(Decline::PrimaryKey);
+                }
+                pkey = index;
+                arbiters = pg_sys::lcons_oid(form.indexrelid, arbiters);
+            } else if form.indisunique
+                && is_scope_key_index(index)
+                && form.indisvalid
+                && form.indimmediate
+            {
+                arbiters = pg_sys::lappend_oid(arbiters, form.indexrelid);
+            } else if form.indisunique && touches_scope_key(index) {
+                // Not built yet (CREATE UNIQUE INDEX CONCURRENTLY under way), deferrable, or of another
+                // shape (column order, collation, expression, predicate, more columns): what the
+                // statement does with it (an error, a wait, 23505 in a race) is the answer to give.
+                return Err(Decline::UniqueIndex);
+            }
+        }
+        if pkey.is_null() {
+            return Err(Decline::PrimaryKey);
+        }
+        Ok((pkey, arbiters))
+    }
+}
+
+/// Equality scan keys on the primary key (scope, key), with the index's collations.
+///
+/// # Safety
+/// `pkey` is the open primary key.
+unsafe fn key_scan(pkey: pg_sys::Relation, scope: &str, key: &str) -> [pg_sys::ScanKeyData; 2] {
+    unsafe {
+        let mut keys = [pg_sys::ScanKeyData::default(); 2];
+        for (i, value) in [scope, key].into_iter().enumerate() {
+            pg_sys::ScanKeyEntryInitialize(
+                &mut keys[i],
+                0,
+                (i + 1) as pg_sys::AttrNumber,
+                pg_sys::BTEqualStrategyNumber as pg_sys::StrategyNumber,
+                pg_sys::InvalidOid,
+                *(*pkey).rd_indcollation.add(i),
+                pg_sys::Oid::from(pg_sys::F_TEXTEQ),
+                text(value),
+            );
+        }
+        keys
+    }
+}
+
+/// The version of the key's row `snapshot` sees, through the primary key, into `slot`.
+///
+/// # Safety
+/// `rel` and its primary key `pkey` are open; `slot` is a slot of `rel`.
+unsafe fn fetch_by_key(
+    rel: pg_sys::Relation,
+    pkey: pg_sys::Relation,
+    keys: &mut [pg_sys::ScanKeyData; 2],
+    snapshot: pg_sys::Snapshot,
+    slot: *mut pg_sys::TupleTableSlot,
+) -> bool {
+    unsafe {
+        let scan = pg::index_beginscan(rel, pkey, snapshot, 2);
+        pg_sys::index_rescan(scan, keys.as_mut_ptr(), 2, ptr::null_mut(), 0);
+        let found =
+            pg_sys::index_getnext_slot(scan, pg_sys::ScanDirection::ForwardScanDirection, slot);
+        pg_sys::index_endscan(scan);
+        found
     }
 }
 
@@ -460,6 +574,16 @@ unsafe fn touches_scope_key(index: pg_sys::Relation) -> bool {
         let keys = form.indkey.values.as_slice(form.indnkeyatts as usize);
         keys.iter()
             .any(|&attnum| attnum == col::SCOPE as i16 || attnum == col::KEY as i16)
+    }
+}
+
+/// Whether a reader (a replay's first read, a lookup) would read the table as it stands now, or why not.
+/// For the tests.
+#[cfg(any(test, feature = "pg_test"))]
+pub fn check_read() -> Result<(), Decline> {
+    // SAFETY: opened and closed inside the calling transaction.
+    unsafe {
+        Reader::open(pg_sys::AccessShareLock as pg_sys::LOCKMODE).map(|reader| reader.close())
     }
 }
 

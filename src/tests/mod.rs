@@ -60,12 +60,30 @@ mod tests {
     #[pg_test]
     fn direct_path_claims_and_finishes_on_this_major() {
         let now = crate::store::clock_now();
-        let row = crate::direct::claim("served", "k", &[7u8; 32], now, now + 60_000_000)
+        let fp = [7u8; 32];
+        assert!(
+            matches!(crate::direct::probe("served", "k", &fp), Some(None)),
+            "absent"
+        );
+        let row = crate::direct::claim("served", "k", &fp, now, now + 60_000_000, true)
             .expect("the direct path claims on the table sql/ creates");
         assert!(row.inserted);
-        let again = crate::direct::claim("served", "k", &[7u8; 32], now, now + 60_000_000).unwrap();
+        // Told the key is absent, it inserts without the pre-check: the speculative insertion finds the
+        // conflict, and the next round checks and reads the row.
+        let again = crate::direct::claim("served", "k", &fp, now, now + 60_000_000, true).unwrap();
         assert!(!again.inserted && again.same_request && !again.finished);
         assert_eq!(again.token, row.token);
+        let probed = crate::direct::probe("served", "k", &fp)
+            .unwrap()
+            .expect("the claimed row");
+        assert!(!probed.inserted && probed.same_request && !probed.finished);
+        assert_eq!(probed.token, row.token);
+        assert!(
+            !crate::direct::probe("served", "k", &[8u8; 32])
+                .unwrap()
+                .unwrap()
+                .same_request
+        );
         let answer = crate::direct::Finish {
             token: row.token,
             finished_at: now,
@@ -85,6 +103,12 @@ mod tests {
             "SELECT status_code FROM idem_keys WHERE scope = 'served' AND finished_at IS NOT NULL",
         );
         assert_eq!(stored, Ok(Some(201)));
+        let finished = crate::direct::probe("served", "k", &fp).unwrap().unwrap();
+        assert!(finished.finished && finished.answer.status_code == Some(201));
+        // The lookup reads with the statement's snapshot, which was taken before this test's writes.
+        Spi::run("SELECT 1").unwrap();
+        let looked = Spi::get_one::<String>("SELECT (idem_lookup('served', 'k')).outcome");
+        assert_eq!(looked, Ok(Some("replay".into())));
     }
 
     /// The direct path serves the table sql/ creates, on every major (a silent decline would pass every
@@ -92,7 +116,7 @@ mod tests {
     /// under each change are the SPI statements' (tests/pg_regress/sql/direct_declines.sql).
     #[pg_test]
     fn direct_path_declines_exactly_what_it_would_not_honour() {
-        use crate::direct::table::{check, Decline::*};
+        use crate::direct::table::{check, check_read, Decline::*};
         assert_eq!(
             check(),
             Ok(1),
@@ -140,15 +164,24 @@ mod tests {
             ),
         ];
         for (change, undo, expected) in cases {
+            // The reader's cached verdict is warm here; the change must reach it before any full open.
+            assert_eq!(check_read(), Ok(()), "before {change}");
             Spi::run(change).unwrap();
+            assert_eq!(check_read(), expected.map(|_| ()), "reader: {change}");
             assert_eq!(check(), expected, "{change}");
             Spi::run(undo).unwrap();
+            assert_eq!(check_read(), Ok(()), "reader: {undo}");
             assert_eq!(check(), Ok(1), "{undo}");
         }
         // An inheritance child: an UPDATE of idem_keys would reach its rows. PostgreSQL clears the parent's
         // relhassubclass only at its next VACUUM or ANALYZE outside a transaction block, so the decline
         // outlasts a dropped child until then, as the planner's own check does.
         Spi::run("CREATE TABLE idem_child () INHERITS (idem_keys)").unwrap();
+        assert_eq!(
+            check_read(),
+            Err(NotPlainTable),
+            "reader: inheritance child"
+        );
         assert_eq!(check(), Err(NotPlainTable), "inheritance child");
         Spi::run("DROP TABLE idem_child").unwrap();
         assert_eq!(

@@ -1,4 +1,4 @@
--- Keys in every state, as the previous releases (0.1.0, 0.2.0) stored them. Rows are written directly: those
+-- Keys in every state, as the previous releases (0.1.0, 0.2.0, 0.3.0) stored them. Rows are written directly: those
 -- releases' libraries are not built here, and their data is exactly these columns.
 \set ON_ERROR_STOP 1
 CREATE TABLE fixture (name text PRIMARY KEY, token bigint NOT NULL);

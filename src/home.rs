@@ -1,0 +1,142 @@
+//! Where the extension lives: its schema, its table and its token sequence, found by catalog OIDs and never
+//! through the caller's `search_path`, and the pinned `search_path` its SQL statements run under.
+//!
+//! The hot verbs (`idem_claim`, `idem_finish`, `idem_lookup`) are SECURITY DEFINER C functions without a
+//! `SET search_path` clause: that clause costs a GUC save and restore on every call (4.6 % of a replay's
+//! samples, docs/benchmarks.md), and the direct path names no object by search path. So the pin moves to
+//! where SQL runs: `store::with_spi` pins `pg_catalog, <this schema>, pg_temp` around every statement, as the
+//! clause did, and the direct path opens the table by the OID this module finds in the extension's schema.
+//! A caller's `search_path` (a schema of its own first, `pg_temp` first) therefore reaches nothing here;
+//! src/tests/security.rs tries both.
+
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+use std::cell::Cell;
+use std::ffi::{CStr, CString};
+use std::ptr;
+
+/// The OIDs of the extension's schema, table and token sequence.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct Names {
+    pub schema: pg_sys::Oid,
+    pub table: pg_sys::Oid,
+    pub sequence: pg_sys::Oid,
+}
+
+thread_local! {
+    // Looked up once per backend instead of on every call (1.1 % of a new-key cycle's samples), and
+    // forgotten whenever the relcache reports a change to the table or the sequence (DROP or ALTER
+    // EXTENSION, VACUUM's statistics update) or resets itself.
+    static NAMES: Cell<Option<Names>> = const { Cell::new(None) };
+    // Bumped on every forget, so that caches built on the table's shape (`direct::table`) know to rebuild.
+    static GENERATION: Cell<u64> = const { Cell::new(0) };
+    static CALLBACK_REGISTERED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// None while the extension is not installed in this database (or is being dropped).
+pub fn names() -> Option<Names> {
+    if let Some(names) = NAMES.get() {
+        return Some(names);
+    }
+    // SAFETY: catalog lookups inside a transaction; the callback is registered once per backend.
+    unsafe {
+        if !CALLBACK_REGISTERED.get() {
+            pg_sys::CacheRegisterRelcacheCallback(Some(forget_names), pg_sys::Datum::from(0));
+            CALLBACK_REGISTERED.set(true);
+        }
+        let schema = extension_schema()?;
+        let table = pg_sys::get_relname_relid(c"idem_keys".as_ptr(), schema);
+        let sequence = pg_sys::get_relname_relid(c"idem_keys_token_seq".as_ptr(), schema);
+        if table == pg_sys::InvalidOid || sequence == pg_sys::InvalidOid {
+            return None;
+        }
+        let names = Names {
+            schema,
+            table,
+            sequence,
+        };
+        NAMES.set(Some(names));
+        Some(names)
+    }
+}
+
+/// Changes whenever the cached names are forgotten: anything derived from the table's relcache entry and
+/// tagged with an older generation is stale.
+pub fn generation() -> u64 {
+    GENERATION.get()
+}
+
+/// Forgets the names now (the table was found dropped under us).
+pub fn forget() {
+    NAMES.set(None);
+    GENERATION.set(GENERATION.get().wrapping_add(1));
+}
+
+/// The relcache callback: forgets the names when either relation (or the whole relcache) is invalidated.
+///
+/// # Safety
+/// Called by PostgreSQL's invalidation machinery only; it touches nothing but this backend's cache.
+#[pg_guard]
+unsafe extern "C-unwind" fn forget_names(_arg: pg_sys::Datum, relid: pg_sys::Oid) {
+    if let Some(names) = NAMES.get() {
+        if relid == pg_sys::InvalidOid || relid == names.table || relid == names.sequence {
+            forget();
+        }
+    }
+}
+
+/// The schema of the extension `idem_keys`, read from pg_extension by its unique name index.
+///
+/// # Safety
+/// Inside a transaction.
+unsafe fn extension_schema() -> Option<pg_sys::Oid> {
+    unsafe {
+        let lock = pg_sys::AccessShareLock as pg_sys::LOCKMODE;
+        let catalog = pg_sys::table_open(pg_sys::ExtensionRelationId, lock);
+        let mut key = pg_sys::ScanKeyData::default();
+        pg_sys::ScanKeyInit(
+            &mut key,
+            pg_sys::Anum_pg_extension_extname as pg_sys::AttrNumber,
+            pg_sys::BTEqualStrategyNumber as pg_sys::StrategyNumber,
+            pg_sys::Oid::from(pg_sys::F_NAMEEQ),
+            pg_sys::Datum::from(c"idem_keys".as_ptr()),
+        );
+        let scan = pg_sys::systable_beginscan(
+            catalog,
+            pg_sys::Oid::from(pg_sys::ExtensionNameIndexId),
+            true,
+            ptr::null_mut(),
+            1,
+            &mut key,
+        );
+        let tuple = pg_sys::systable_getnext(scan);
+        let schema = (!tuple.is_null()).then(|| {
+            (*pg_sys::heap_tuple_get_struct::<pg_sys::FormData_pg_extension>(tuple)).extnamespace
+        });
+        pg_sys::systable_endscan(scan);
+        pg_sys::table_close(catalog, lock);
+        schema
+    }
+}
+
+/// `pg_catalog, <extension schema>, pg_temp`, with the schema quoted as an identifier: what the functions'
+/// `SET search_path` clause said before 0.4.0, and what the SQL-language functions still say.
+pub fn pinned_search_path() -> CString {
+    let Some(names) = names() else {
+        // Every caller is a function of the extension, so it is installed; this is a dropped-under-us race.
+        pgrx::error!("idem_keys: the extension is not installed in this database");
+    };
+    // SAFETY: syscache lookup of an existing namespace; quote_identifier returns its argument or a palloc'd
+    // copy, both valid C strings until the end of the call.
+    unsafe {
+        let name = pg_sys::get_namespace_name(names.schema);
+        if name.is_null() {
+            pgrx::error!("idem_keys: the extension's schema is gone");
+        }
+        let quoted = CStr::from_ptr(pg_sys::quote_identifier(name));
+        let mut path = b"pg_catalog, ".to_vec();
+        path.extend_from_slice(quoted.to_bytes());
+        path.extend_from_slice(b", pg_temp");
+        CString::new(path).expect("identifiers hold no NUL")
+    }
+}
