@@ -7,6 +7,10 @@
 #   AB_A, AB_B                 contenders: sql, plpgsql or idem (default idem, sql)
 #   AB_A_OPTIONS, AB_B_OPTIONS extra PGOPTIONS for each side, e.g. "-c idem_keys.direct_path=off"
 #   AB_A_SQL, AB_B_SQL         SQL run as the superuser before each run of that side (e.g. an ALTER FUNCTION)
+#   AB_A_LIB, AB_B_LIB         a library installed as $libdir/idem_keys.so before each run of that side (removed
+#                              first, so a backend still mapping the other is not overwritten in place); each
+#                              run's new connections load it. E.g. the previous release's, from its tarball.
+#                              The installed library is put back at the end.
 #   AB_CLIENTS (1), AB_PAIRS (10), AB_SECONDS (4), AB_SYNC (off)
 # Needs the extension installed (make install).
 set -euo pipefail
@@ -15,15 +19,26 @@ A=${AB_A:-idem} B=${AB_B:-sql}
 CLIENTS=${AB_CLIENTS:-1} PAIRS=${AB_PAIRS:-10} SECS=${AB_SECONDS:-4} SYNC=${AB_SYNC:-off}
 source bench/common.sh
 
+libdir=$("${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}" --pkglibdir)
+if [ -n "${AB_A_LIB:-}${AB_B_LIB:-}" ]; then
+  installed=$(mktemp -d)/installed.so
+  cp "$libdir/idem_keys.so" "$installed"
+fi
+use_lib() { # use_lib FILE: installs FILE as the library new backends load
+  rm -f "$libdir/idem_keys.so"
+  cp "$1" "$libdir/idem_keys.so"
+}
 start_server ab "${AB_PORT:-25442}" "shared_buffers = 1GB"
+[ -z "${installed:-}" ] || trap 'use_lib "$installed"; bash scripts/cluster.sh stop "$dir"; rm -rf "$dir"' EXIT
 for c in "$A" "$B"; do
   { echo '\set key random(1, 9000000000000000000)'; cat "bench/scripts/$c/claim.pgbench" "bench/scripts/$c/finish.pgbench"; } \
     >"$dir/$c.pgbench"
 done
 
-# run SIDE CONTENDER OPTIONS SETUP_SQL: one run, printed as "SIDE tps"
+# run SIDE CONTENDER OPTIONS SETUP_SQL [LIBRARY]: one run, printed as "SIDE tps"
 run() {
   local out
+  [ -z "${5:-}" ] || use_lib "$5"
   [ -z "$4" ] || sql -c "$4" >/dev/null
   out=$(PGOPTIONS="-c synchronous_commit=$SYNC $3" "$PGBENCH" -n -M prepared -h "$dir" -p "$PORT" -U postgres \
     -c "$CLIENTS" -j "$CLIENTS" -T "$SECS" -f "$dir/$2.pgbench" -D scope=new -D req="$BODY" -D resp="$RESP" \
@@ -35,9 +50,9 @@ echo "=== A/B: A = $A ${AB_A_OPTIONS:-} ${AB_A_SQL:+(after: $AB_A_SQL)}; B = $B 
 echo "=== $CLIENTS client(s), synchronous_commit = $SYNC, $PAIRS pairs of $SECS s runs"
 for ((p = 1; p <= PAIRS; p++)); do
   if ((p % 2)); then
-    run A "$A" "${AB_A_OPTIONS:-}" "${AB_A_SQL:-}"; run B "$B" "${AB_B_OPTIONS:-}" "${AB_B_SQL:-}"
+    run A "$A" "${AB_A_OPTIONS:-}" "${AB_A_SQL:-}" "${AB_A_LIB:-}"; run B "$B" "${AB_B_OPTIONS:-}" "${AB_B_SQL:-}" "${AB_B_LIB:-}"
   else
-    run B "$B" "${AB_B_OPTIONS:-}" "${AB_B_SQL:-}"; run A "$A" "${AB_A_OPTIONS:-}" "${AB_A_SQL:-}"
+    run B "$B" "${AB_B_OPTIONS:-}" "${AB_B_SQL:-}" "${AB_B_LIB:-}"; run A "$A" "${AB_A_OPTIONS:-}" "${AB_A_SQL:-}" "${AB_A_LIB:-}"
   fi
 done | tee "$dir/runs"
 python3 - "$dir/runs" <<'PY'
