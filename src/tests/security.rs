@@ -97,16 +97,19 @@ fn a_callers_search_path_reaches_nothing_inside_the_functions() {
     let mut c = connect();
     c.batch_execute(
         "DO $$ BEGIN
-           IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'idem_app') THEN CREATE ROLE idem_app; END IF;
+           -- A role of this test's own: tests run in parallel, and two may not create one role at once.
+           IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'idem_shadow_app') THEN
+             CREATE ROLE idem_shadow_app;
+           END IF;
          END $$;
-         GRANT USAGE ON SCHEMA public TO idem_app;
+         GRANT USAGE ON SCHEMA public TO idem_shadow_app;
          DROP SCHEMA IF EXISTS idem_shadow CASCADE;
-         CREATE SCHEMA idem_shadow AUTHORIZATION idem_app;
+         CREATE SCHEMA idem_shadow AUTHORIZATION idem_shadow_app;
          CREATE TABLE idem_shadow.idem_keys (LIKE public.idem_keys INCLUDING ALL);
-         ALTER TABLE idem_shadow.idem_keys OWNER TO idem_app;
+         ALTER TABLE idem_shadow.idem_keys OWNER TO idem_shadow_app;
          CREATE SEQUENCE idem_shadow.idem_keys_token_seq;
-         ALTER SEQUENCE idem_shadow.idem_keys_token_seq OWNER TO idem_app;
-         SET ROLE idem_app;
+         ALTER SEQUENCE idem_shadow.idem_keys_token_seq OWNER TO idem_shadow_app;
+         SET ROLE idem_shadow_app;
          CREATE FUNCTION idem_shadow.trap(text, text) RETURNS boolean LANGUAGE plpgsql AS
            $$ BEGIN RAISE EXCEPTION 'the caller''s = operator ran inside idem_keys'; END $$;
          CREATE OPERATOR idem_shadow.= (LEFTARG = text, RIGHTARG = text, FUNCTION = idem_shadow.trap);

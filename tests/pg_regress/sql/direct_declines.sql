@@ -1,5 +1,5 @@
 -- Changes a DBA may make to idem_keys that the direct path must not write through (src/direct/table.rs,
--- `Decline`). Under each one, claim and finish give the SPI statements' answers, errors included: the
+-- `Decline`). Under each one, claim, lookup and finish give the SPI statements' answers, errors included: the
 -- regress stage runs this file with idem_keys.direct_path on and off against the same golden output. Which
 -- changes decline is asserted in src/tests/mod.rs (direct_path_declines_exactly_what_it_would_not_honour).
 \set VERBOSITY sqlstate
@@ -15,8 +15,10 @@ BEGIN
   seen := r.outcome;
   seen := seen || ' ' || (SELECT outcome || '/' || coalesce(checkpoint, '-') FROM idem_claim(s, 'k', '{"a": 1}'::jsonb));
   seen := seen || ' ' || (idem_claim(s, 'k', '{"a": 2}'::jsonb)).outcome;
+  seen := seen || ' lookup:' || (SELECT outcome || '/' || coalesce(checkpoint, '-') FROM idem_lookup(s, 'k'));
   PERFORM idem_finish(s, 'k', r.token, 201, '{"id": 1}'::jsonb);
   seen := seen || ' ' || (SELECT outcome || '/' || status_code || '/' || response::text FROM idem_claim(s, 'k', '{"a": 1}'::jsonb));
+  seen := seen || ' lookup:' || (SELECT outcome || '/' || status_code || '/' || response::text FROM idem_lookup(s, 'k'));
   BEGIN
     PERFORM idem_finish(s, 'k', r.token + 1000, 200, '{}'::jsonb);
   EXCEPTION WHEN OTHERS THEN
