@@ -27,14 +27,14 @@ type Claim struct {
 	Outcome    string
 	Token      int64
 	StatusCode int
-	Response   []byte
+	Response   []byte // the body exactly as first sent (bytea: jsonb would reorder and respace it)
 	Headers    map[string]string
 	RetryAfter int
 }
 
 func (s *Store) Claim(ctx context.Context, key string, request []byte) (*Claim, error) {
 	// Fields by name, never (r).*: a newer idem_result may grow columns.
-	const sql = `SELECT (r).outcome, (r).token, (r).status_code, (r).response, (r).headers, (r).retry_after
+	const sql = `SELECT (r).outcome, (r).token, (r).status_code, (r).response_bytes, (r).headers, (r).retry_after
 	               FROM (SELECT idem_claim($1, $2, $3::jsonb, lease => $4::interval) AS r) s`
 	var (
 		c                      Claim
@@ -70,12 +70,13 @@ func (s *Store) Finish(ctx context.Context, key string, token int64, status int,
 	if err != nil {
 		return err
 	}
-	var response *string // NULL for an empty body (204)
+	var response []byte // NULL for an empty body (204)
 	if len(body) > 0 {
-		b := string(body)
-		response = &b
+		response = body
 	}
-	_, err = s.pool.Exec(ctx, `SELECT idem_finish($1, $2, $3, $4, $5::jsonb, headers => $6::jsonb)`,
+	// The bytea overload: a replay must repeat the body byte for byte (clients hash, sign or length-check it);
+	// jsonb would store it reordered and respaced.
+	_, err = s.pool.Exec(ctx, `SELECT idem_finish($1, $2, $3, $4, $5::bytea, headers => $6::jsonb)`,
 		s.scope, key, token, status, response, string(headersJSON))
 	return err
 }

@@ -12,16 +12,18 @@ export class Store {
   async claim(key, requestJson) {
     // Fields by name, never (r).*: a newer idem_result may grow columns.
     const { rows } = await this.pool.query(
-      `SELECT (r).outcome, (r).token, (r).status_code, (r).response, (r).headers, (r).retry_after
+      `SELECT (r).outcome, (r).token, (r).status_code, (r).response_bytes, (r).headers, (r).retry_after
          FROM (SELECT idem_claim($1, $2, $3::jsonb, lease => $4::interval) AS r) s`,
       [this.scope, key, requestJson, this.lease],
     );
     return rows[0]; // token is a string: pg returns bigint as text, and we only ever pass it back
   }
 
+  // The bytea overload: a replay must repeat the body byte for byte (clients hash, sign or length-check it);
+  // jsonb would store it reordered and respaced. An empty body is stored as NULL.
   async finish(key, token, status, body, headers) {
-    await this.pool.query('SELECT idem_finish($1, $2, $3, $4, $5::jsonb, headers => $6::jsonb)',
-      [this.scope, key, token, status, body, JSON.stringify(headers)]);
+    await this.pool.query('SELECT idem_finish($1, $2, $3, $4, $5::bytea, headers => $6::jsonb)',
+      [this.scope, key, token, status, body ? Buffer.from(body) : null, JSON.stringify(headers)]);
   }
 
   async release(key, token) {
@@ -64,7 +66,7 @@ export function idempotent(store, handler) {
         return {
           status: claim.status_code,
           headers: { ...claim.headers, ...outcome, 'Idempotent-Replayed': 'true' },
-          body: claim.response === null ? '' : JSON.stringify(claim.response),
+          body: claim.response_bytes ?? '', // a Buffer: the bytes first sent
         };
       case 'in_progress':
         return inProgress({ ...outcome, 'Retry-After': String(claim.retry_after) });

@@ -124,7 +124,7 @@ def reconcile():
                 released += store.release(key, token)
                 continue
             body, status, headers = payment_answer(charge)
-            store.finish(key, token, status, json.dumps(body),
+            store.finish(key, token, status, json.dumps(body).encode(),
                          {"Content-Type": "application/json", **headers})
             finished += 1
         except Exception as e:  # one bad key must not stop the pass; the next pass retries it

@@ -15,7 +15,7 @@ class Claim:
     outcome: str
     token: int | None
     status_code: int | None
-    response: object
+    response: bytes | None  # the body exactly as first sent (stored as bytea: jsonb would reorder and respace it)
     headers: dict | None
     retry_after: int | None
 
@@ -31,14 +31,16 @@ class Store:
 
     def claim(self, key, request_json):
         # Fields by name, never (r).*: a newer idem_result may grow columns.
-        sql = """SELECT (r).outcome, (r).token, (r).status_code, (r).response, (r).headers, (r).retry_after
+        sql = """SELECT (r).outcome, (r).token, (r).status_code, (r).response_bytes, (r).headers, (r).retry_after
                    FROM (SELECT idem_claim(%s, %s, %s::jsonb, lease => %s::interval) AS r) s"""
         with self.pool.connection() as conn:
             return Claim(*conn.execute(sql, (self.scope, key, request_json, self.lease)).fetchone())
 
     def finish(self, key, token, status, body, headers):
         with self.pool.connection() as conn:
-            conn.execute("SELECT idem_finish(%s, %s, %s, %s, %s::jsonb, headers => %s::jsonb)",
+            # The bytea overload: a replay must repeat the body byte for byte (clients hash, sign or
+            # length-check it); jsonb would store it reordered and respaced.
+            conn.execute("SELECT idem_finish(%s, %s, %s, %s, %s::bytea, headers => %s::jsonb)",
                          (self.scope, key, token, status, body, json.dumps(headers)))
 
     def release(self, key, token):
@@ -79,7 +81,7 @@ def idempotent(store):
             claim = store.claim(key, body)
             outcome = {"Idempotency-Outcome": claim.outcome}  # for people and the e2e harness
             if claim.outcome == "replay":
-                replayed = b"" if claim.response is None else json.dumps(claim.response)
+                replayed = b"" if claim.response is None else claim.response
                 return make_response(replayed, claim.status_code,
                                      {**(claim.headers or {}), **outcome, "Idempotent-Replayed": "true"})
             if claim.outcome == "in_progress":
@@ -95,7 +97,7 @@ def idempotent(store):
             elif response.status_code < 500:
                 stored = {k: v for k, v in response.headers.items() if k.lower() != "content-length"}
                 try:
-                    store.finish(key, claim.token, response.status_code, response.get_data(as_text=True) or None,
+                    store.finish(key, claim.token, response.status_code, response.get_data() or None,
                                  stored)
                 except psycopg.errors.ObjectNotInPrerequisiteState:
                     # We were presumed dead and another request took the key over: its answer is the one that

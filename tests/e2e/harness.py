@@ -19,6 +19,7 @@ class Reply:
     status: int
     headers: dict
     body: object
+    raw: bytes = b""  # the body as received: a replay must repeat it byte for byte
 
     @property
     def outcome(self):
@@ -47,7 +48,7 @@ def request(port, method, path, body=None, headers=None, timeout=5.0):
         resp = conn.getresponse()
         raw = resp.read()
         parsed = json.loads(raw) if raw else None
-        return Reply(resp.status, {k.lower(): v for k, v in resp.getheaders()}, parsed)
+        return Reply(resp.status, {k.lower(): v for k, v in resp.getheaders()}, parsed, raw)
     except socket.timeout as e:  # an alias of TimeoutError only from Python 3.10 on
         raise TimeoutError(str(e)) from None
     finally:
