@@ -2,11 +2,12 @@
 # `make test`: every test tier against real PostgreSQL servers of every supported major, one timing line
 # per stage and major.
 #   scripts/test.sh            all stages on every major
-#   scripts/test.sh STAGE...   only these (pgtest regress isolation upgrade lifecycle package crash worker e2e bench)
+#   scripts/test.sh STAGE...   only these (pgtest regress isolation upgrade lifecycle package crash worker e2e
+#                              pgbouncer bench)
 #   PG_MAJORS="15 18"          only these majors (default: all of SUPPORTED_MAJORS in scripts/pg_major.sh)
 # Every stage runs on 15, the host's own PostgreSQL. On 17 and 18 the stages that exercise the server
 # (EVERY_MAJOR below) run inside that major's Debian root (scripts/pg_root.sh, built on first use); the
-# client-side ones (lifecycle's dump and standby scripts, the e2e services) run once, on 15.
+# client-side ones (lifecycle's dump and standby scripts, the e2e services, PgBouncer) run once, on 15.
 # BLESS=1 copies the golden-file outputs over the expected files (review the diff before committing).
 set -eEuo pipefail # -E: the ERR trap below also fires inside functions
 cd "$(dirname "$0")/.."
@@ -14,7 +15,7 @@ source scripts/pg_major.sh
 export PATH="$HOME/.cargo/bin:$PATH"
 
 stages=("$@")
-((${#stages[@]})) || stages=(pgtest regress isolation upgrade lifecycle package crash worker e2e bench)
+((${#stages[@]})) || stages=(pgtest regress isolation upgrade lifecycle package crash worker e2e pgbouncer bench)
 EVERY_MAJOR=" pgtest regress isolation upgrade package crash worker bench "
 
 scratch_dir() { # a postgres-owned scratch directory with a short path (it holds Unix sockets)
@@ -95,6 +96,14 @@ stage_e2e() {
   install_release
   bash tests/e2e/setup.sh
   bash tests/e2e/run.sh
+}
+
+# Behind PgBouncer's transaction pooling: the contract with psycopg, the traps it avoids, and the e2e services.
+stage_pgbouncer() {
+  install_release
+  bash scripts/apt_install.sh pgbouncer pgbouncer
+  bash tests/e2e/setup.sh
+  bash tests/pgbouncer/run.sh
 }
 
 # The benchmark harness in smoke mode (a few seconds per contender), so it never rots. Not a measurement.

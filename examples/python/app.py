@@ -1,8 +1,9 @@
 """A small payment API on idem_keys: POST /payments charges a card at most once per Idempotency-Key, however
 often the client retries and even if this process dies half-way.
 
-Settings come from the environment: LISTEN_ADDR, DATABASE_URL, PROVIDER_URL, IDEM_LEASE (a PostgreSQL interval),
-IDEM_RECONCILE_EVERY (seconds, 0 = off) and IDEM_TEST_HOOKS=1 (crash hooks for the e2e harness).
+Settings come from the environment: LISTEN_ADDR, DATABASE_URL, DATABASE_TRANSACTION_POOLER=1 (behind PgBouncer's
+transaction pooling), PROVIDER_URL, IDEM_LEASE (a PostgreSQL interval), IDEM_RECONCILE_EVERY (seconds, 0 = off) and
+IDEM_TEST_HOOKS=1 (crash hooks for the e2e harness).
 """
 import json
 import logging
@@ -24,8 +25,14 @@ log = logging.getLogger("payments")
 PROVIDER_URL = os.environ.get("PROVIDER_URL", "http://127.0.0.1:8090")
 TEST_HOOKS = os.environ.get("IDEM_TEST_HOOKS") == "1"
 
+# Behind PgBouncer in transaction pooling mode (DATABASE_TRANSACTION_POOLER=1), consecutive statements of one
+# connection may run on different server connections, and a server connection serves many clients: psycopg
+# must not prepare named statements there (`prepared statement "_pg3_0" already exists`, docs/operations.md).
+connection_options = {"autocommit": True}
+if os.environ.get("DATABASE_TRANSACTION_POOLER") == "1":
+    connection_options["prepare_threshold"] = None
 pool = ConnectionPool(os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:25329/postgres"),
-                      min_size=2, max_size=16, kwargs={"autocommit": True}, open=True)
+                      min_size=2, max_size=16, kwargs=connection_options, open=True)
 store = Store(pool, scope="payments", lease=os.environ.get("IDEM_LEASE", "30s"))
 app = Flask(__name__)
 

@@ -292,9 +292,23 @@ def attack(run):
     return rows
 
 
+# How each service's driver must be set up behind a transaction pooler: no named prepared statement may outlive
+# one transaction. pgx v4 describes statements with the unnamed statement instead of preparing them; psycopg
+# stops preparing; node-postgres only ever uses the unnamed statement for a query without a name.
+POOLED_DRIVER_SETTINGS = {
+    "go": lambda url: {"DATABASE_URL": url + ("&" if "?" in url else "?") + "statement_cache_mode=describe"},
+    "python": lambda url: {"DATABASE_TRANSACTION_POOLER": "1"},
+    "node": lambda url: {},
+}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--database-url", required=True)
+    parser.add_argument("--database-url", required=True, help="the harness's own checks go here")
+    parser.add_argument("--service-database-url", help="where the services connect (default: --database-url)")
+    parser.add_argument("--transaction-pooler", action="store_true",
+                        help="the services' URL is PgBouncer in transaction pooling mode: configure each driver "
+                             "for it (docs/operations.md)")
     parser.add_argument("--workdir", required=True)
     parser.add_argument("--base-port", type=int, default=25480)
     # No choices=: argparse before 3.12 refuses an empty list against them.
@@ -314,8 +328,11 @@ def main():
         provider.wait_listening(args.base_port)
         for offset, name in enumerate(services, start=1):
             port = args.base_port + offset
-            env = {"DATABASE_URL": args.database_url, "PROVIDER_URL": f"http://127.0.0.1:{args.base_port}",
+            env = {"DATABASE_URL": args.service_database_url or args.database_url,
+                   "PROVIDER_URL": f"http://127.0.0.1:{args.base_port}",
                    "LISTEN_ADDR": f"127.0.0.1:{port}", "IDEM_TEST_HOOKS": "1"}
+            if args.transaction_pooler:
+                env.update(POOLED_DRIVER_SETTINGS[name](env["DATABASE_URL"]))
             service = Process(name, SERVICES[name], env, args.workdir)
             rows += attack(Run(name, port, service, Provider(args.base_port), args.database_url))
     finally:

@@ -21,6 +21,7 @@ cleanup() {
       if grep -qs examples/ "/proc/$pid/cmdline"; then kill -9 "$pid" 2>/dev/null || true; fi
     done <"$work/pids"
   fi
+  bash scripts/pgbouncer.sh stop "$work/bouncer"
   bash scripts/cluster.sh stop "$work/pg"
   rm -rf "$work"
 }
@@ -34,7 +35,18 @@ psql -h "$work/pg" -p "$pg_port" -U postgres -XqAt -v ON_ERROR_STOP=1 -d shop -c
 echo "e2e: PostgreSQL on 127.0.0.1:$pg_port with idem_keys $(psql -h "$work/pg" -p "$pg_port" -U postgres -XqAt -d shop \
   -c "SELECT extversion FROM pg_extension WHERE extname = 'idem_keys'")"
 
+# E2E_PGBOUNCER=1: the services connect through PgBouncer in transaction pooling mode (scripts/pgbouncer.sh),
+# 4 server connections for their 3 × 16 pooled clients, with each driver set up for it; the harness's own
+# checks still go straight to the server.
+pooled=()
+if [ "${E2E_PGBOUNCER:-}" = 1 ]; then
+  bouncer_port=$((pg_port + 1))
+  bash scripts/pgbouncer.sh start "$work/bouncer" "$bouncer_port" "$pg_port" shop:4
+  echo "e2e: the services connect through PgBouncer $(pgbouncer --version | head -1 | cut -d' ' -f2) on 127.0.0.1:$bouncer_port, pool_mode = transaction"
+  pooled=(--service-database-url "postgres://postgres@127.0.0.1:$bouncer_port/shop" --transaction-pooler)
+fi
+
 # A hard stop well inside CI's budget, whatever hangs.
 timeout --kill-after=10 540 python3 -B tests/e2e/attack.py \
-  --database-url "postgres://postgres@127.0.0.1:$pg_port/shop" --workdir "$work" --base-port "$http_port" "$@"
+  --database-url "postgres://postgres@127.0.0.1:$pg_port/shop" "${pooled[@]}" --workdir "$work" --base-port "$http_port" "$@"
 echo "e2e: total $((SECONDS - start)) s"
