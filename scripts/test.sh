@@ -3,11 +3,12 @@
 # per stage and major.
 #   scripts/test.sh            all stages on every major
 #   scripts/test.sh STAGE...   only these (pgtest regress isolation upgrade lifecycle package crash worker e2e
-#                              pgbouncer bench)
+#                              pgbouncer drivers bench)
 #   PG_MAJORS="15 18"          only these majors (default: all of SUPPORTED_MAJORS in scripts/pg_major.sh)
 # Every stage runs on 15, the host's own PostgreSQL. On 17 and 18 the stages that exercise the server
 # (EVERY_MAJOR below) run inside that major's Debian root (scripts/pg_root.sh, built on first use); the
-# client-side ones (lifecycle's dump and standby scripts, the e2e services, PgBouncer) run once, on 15.
+# client-side ones (lifecycle's dump and standby scripts, the e2e services, PgBouncer, the JDBC and asyncpg
+# drivers) run once, on 15.
 # BLESS=1 copies the golden-file outputs over the expected files (review the diff before committing).
 set -eEuo pipefail # -E: the ERR trap below also fires inside functions
 cd "$(dirname "$0")/.."
@@ -15,7 +16,7 @@ source scripts/pg_major.sh
 export PATH="$HOME/.cargo/bin:$PATH"
 
 stages=("$@")
-((${#stages[@]})) || stages=(pgtest regress isolation upgrade lifecycle package crash worker e2e pgbouncer bench)
+((${#stages[@]})) || stages=(pgtest regress isolation upgrade lifecycle package crash worker e2e pgbouncer drivers bench)
 EVERY_MAJOR=" pgtest regress isolation upgrade package crash worker bench "
 
 scratch_dir() { # a postgres-owned scratch directory with a short path (it holds Unix sockets)
@@ -104,6 +105,12 @@ stage_pgbouncer() {
   bash scripts/apt_install.sh pgbouncer pgbouncer
   bash tests/e2e/setup.sh
   bash tests/pgbouncer/run.sh
+}
+
+# Two more drivers with a client test of the contract each: Java over JDBC, Python's asyncpg.
+stage_drivers() {
+  install_release
+  bash tests/drivers/run.sh
 }
 
 # The benchmark harness in smoke mode (a few seconds per contender), so it never rots. Not a measurement.
