@@ -2,8 +2,8 @@
 # `make test`: every test tier against real PostgreSQL servers of every supported major, one timing line
 # per stage and major.
 #   scripts/test.sh            all stages on every major
-#   scripts/test.sh STAGE...   only these (pgtest regress isolation upgrade lifecycle package crash worker e2e
-#                              pgbouncer drivers bench)
+#   scripts/test.sh STAGE...   only these (pgtest regress isolation upgrade lifecycle package crash worker
+#                              failover e2e pgbouncer drivers bench)
 #   PG_MAJORS="15 18"          only these majors (default: all of SUPPORTED_MAJORS in scripts/pg_major.sh)
 # Every stage runs on 15, the host's own PostgreSQL. On 17 and 18 the stages that exercise the server
 # (EVERY_MAJOR below) run inside that major's Debian root (scripts/pg_root.sh, built on first use); the
@@ -16,8 +16,8 @@ source scripts/pg_major.sh
 export PATH="$HOME/.cargo/bin:$PATH"
 
 stages=("$@")
-((${#stages[@]})) || stages=(pgtest regress isolation upgrade lifecycle package crash worker e2e pgbouncer drivers bench)
-EVERY_MAJOR=" pgtest regress isolation upgrade package crash worker bench "
+((${#stages[@]})) || stages=(pgtest regress isolation upgrade lifecycle package crash worker failover e2e pgbouncer drivers bench)
+EVERY_MAJOR=" pgtest regress isolation upgrade package crash worker failover bench "
 
 scratch_dir() { # a postgres-owned scratch directory with a short path (it holds Unix sockets)
   local d; d=$(mktemp -d /tmp/idem.XXXXXX); chown postgres: "$d"; echo "$d"
@@ -97,6 +97,13 @@ stage_e2e() {
   install_release
   bash tests/e2e/setup.sh
   bash tests/e2e/run.sh
+}
+
+# No phantom replay after a primary's crash with a synchronous standby (it reads the server's WalSndCtl, so
+# on every major).
+stage_failover() {
+  install_release
+  bash tests/failover/phantom.sh
 }
 
 # Behind PgBouncer's transaction pooling: the contract with psycopg, the traps it avoids, and the e2e services.

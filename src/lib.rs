@@ -2,10 +2,9 @@
 //!
 //! The DDL lives in `sql/`; each concern has its module: `api` (the SQL verbs), `store` (their statements),
 //! `direct` (the READ COMMITTED hot path of claim and finish, without SPI; `direct/pg.rs` is the crate's only
-//! PostgreSQL-version-specific code), `fingerprint`, `args` (input
-//! checks), `result` (the idem_result row), `home` (the extension's schema and objects by OID, and the
-//! pinned search_path), `guc`, `error`, and the optional sweeper: `worker` and
-//! `sweep_stats`.
+//! PostgreSQL-version-specific code), `fingerprint`, `args` (input checks), `result` (the idem_result row),
+//! `home` (the extension's schema and objects by OID, and the pinned search_path), `replicated` (no replay a
+//! failover can take away), `guc`, `error`, and the optional sweeper: `worker` and `sweep_stats`.
 
 use pgrx::prelude::*;
 
@@ -16,6 +15,7 @@ mod error;
 mod fingerprint;
 mod guc;
 mod home;
+mod replicated;
 mod result;
 mod store;
 mod sweep_stats;
@@ -39,6 +39,7 @@ pub extern "C-unwind" fn _PG_init() {
     // Shared memory and background workers can only be set up while the postmaster preloads us.
     if unsafe { pg_sys::process_shared_preload_libraries_in_progress } {
         sweep_stats::init();
+        replicated::init();
         worker::register();
     }
 }

@@ -77,7 +77,14 @@ fn claim(
     let mut poll = POLL_FIRST_MICROS;
     loop {
         match attempt(scope, key, fingerprint, now, lease_micros, first) {
-            Attempt::Done(fields) => return fields,
+            Attempt::Done(fields) => {
+                // A stored answer (or a mismatch with one) is final for the client: serve it only once a
+                // failover can no longer take it away.
+                if matches!(fields.outcome, Outcome::Replay | Outcome::Mismatch) {
+                    crate::replicated::await_confirmed();
+                }
+                return fields;
+            }
             Attempt::Busy(fields, lease_ends_at) => {
                 if now >= deadline || !snapshot_moves() {
                     return fields;

@@ -28,6 +28,8 @@ fn idem_lookup(
         return None;
     }
     let fields = if row.finished {
+        // As for idem_claim's replay: only an answer a failover cannot take away.
+        crate::replicated::await_confirmed();
         let mut fields = Fields::new(Outcome::Replay, row.attempt, row.created_at);
         fields.answer = row.answer;
         fields
