@@ -29,7 +29,8 @@ use_lib() { # use_lib FILE: installs FILE as the library new backends load
   cp "$1" "$libdir/idem_keys.so"
 }
 start_server ab "${AB_PORT:-25442}" "shared_buffers = 1GB"
-[ -z "${installed:-}" ] || trap 'use_lib "$installed"; bash scripts/cluster.sh stop "$dir"; rm -rf "$dir"' EXIT
+[ -z "${installed:-}" ] ||
+  trap 'use_lib "$installed"; rm -rf "$(dirname "$installed")"; bash scripts/cluster.sh stop "$dir"; rm -rf "$dir"' EXIT
 for c in "$A" "$B"; do
   { echo '\set key random(1, 9000000000000000000)'; cat "bench/scripts/$c/claim.pgbench" "bench/scripts/$c/finish.pgbench"; } \
     >"$dir/$c.pgbench"

@@ -51,7 +51,7 @@ EOF
       pid=$(cat "$dir/pgbouncer.pid")
       kill "$pid" 2>/dev/null || true
       for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-      kill -9 "$pid" 2>/dev/null || true
+      if kill -0 "$pid" 2>/dev/null; then kill -9 "$pid" 2>/dev/null || true; fi
       rm -f "$dir/pgbouncer.pid"
     fi
     ;;

@@ -8,13 +8,16 @@
 //! * a commit whose wait was cancelled (query cancel or pg_terminate_backend during COMMIT: PostgreSQL warns
 //!   "the transaction has already committed locally, but might not have been replicated to the standby").
 //!
-//! This module closes the first: everything crash recovery replayed lies below the WAL insert position any
+//! This module closes the first: everything crash recovery replayed lies below the WAL flush position any
 //! backend sees after the restart, so the first stored answer a backend is about to serve waits until the
-//! synchronous standbys confirm that position (at the session's `synchronous_commit` level), then never again.
+//! synchronous standbys confirm the flush position of that moment (at the session's `synchronous_commit`
+//! level), then never again at that level.
 //! With `shared_preload_libraries = 'idem_keys'` the confirmation is shared by every backend until the next
 //! restart, so only the first replays after a (re)start wait at all; without it each backend waits once. A
 //! wait polls shared memory every 10 ms, and ends with the call's own timeout (`statement_timeout`, a cancel:
-//! the usual ERROR, which a client retries). Steady state pays one load of a flag.
+//! the usual ERROR, which a client retries). Once confirmed, a replay pays two loads (the session's
+//! `synchronous_commit` and the confirmed level); without synchronous standbys, a few more (recovery state,
+//! WalSndCtl's status).
 //!
 //! The second stays open, and docs/operations.md says so: telling a cancelled wait from a confirmed one would
 //! need each row's commit LSN, which PostgreSQL does not keep. `in_progress` waits for nothing: it promises
@@ -26,54 +29,64 @@ use pgrx::pg_sys;
 use pgrx::prelude::*;
 use pgrx::PgAtomic;
 use std::cell::Cell;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
-/// Whether the synchronous standbys confirmed a position past everything this server's last start recovered.
-/// In shared memory when preloaded; reset by every (re)start, crash restarts included.
-static RECOVERED_WAL_CONFIRMED: PgAtomic<AtomicBool> =
+/// The strongest `synchronous_commit` level (a SYNC_REP_WAIT_* mode + 1; 0: none) at which the synchronous
+/// standbys confirmed a position past everything this server's last start recovered. In shared memory when
+/// preloaded; reset by every (re)start, crash restarts included. The modes are ordered: a standby applies
+/// only what it flushed, and flushes only what it wrote.
+static CONFIRMED_LEVEL: PgAtomic<AtomicU32> =
     unsafe { PgAtomic::new(c"idem_keys recovered WAL confirmed") };
 static ATTACHED: AtomicBool = AtomicBool::new(false);
 
 thread_local! {
-    /// The same, for this backend alone (no preload, or before it saw the shared flag).
-    static CONFIRMED_HERE: Cell<bool> = const { Cell::new(false) };
-    /// The insert position this backend first waited for.
+    /// The same, for this backend alone (no preload, or before it saw the shared level).
+    static CONFIRMED_HERE: Cell<u32> = const { Cell::new(0) };
+    /// The flush position this backend first waited for.
     static TARGET: Cell<Option<u64>> = const { Cell::new(None) };
 }
 
 const POLL_MILLIS: i64 = 10;
 
-/// Reserves the shared flag; only while shared_preload_libraries is being processed.
+/// Reserves the shared level; only while shared_preload_libraries is being processed.
 pub fn init() {
-    pgrx::pg_shmem_init!(RECOVERED_WAL_CONFIRMED);
+    pgrx::pg_shmem_init!(CONFIRMED_LEVEL);
     ATTACHED.store(true, Ordering::Relaxed);
 }
 
 /// Returns once a stored answer read now cannot be one that a failover to a synchronous standby loses
 /// (crash-recovered commits; see the module comment), or raises the ERROR of the call's timeout or cancel.
 pub fn await_confirmed() {
-    if CONFIRMED_HERE.get() {
-        return;
-    }
-    let shared = ATTACHED.load(Ordering::Relaxed);
-    if shared && RECOVERED_WAL_CONFIRMED.get().load(Ordering::Acquire) {
-        CONFIRMED_HERE.set(true);
-        return;
-    }
     // SAFETY: reads of this backend's settings and of WalSndCtl, which exists on every server (unlocked
-    // reads of an aligned flag byte and 8-byte positions, as syncrep.c's own fast path reads the flag).
+    // reads of an aligned status byte and 8-byte positions, as syncrep.c's own fast path reads the status).
     unsafe {
+        let Some(mode) = wait_mode() else {
+            // This session's commits wait for no standby (synchronous_commit local or off).
+            return;
+        };
+        let level = mode + 1;
+        if CONFIRMED_HERE.get() >= level {
+            return;
+        }
+        let shared = ATTACHED.load(Ordering::Relaxed);
+        if shared && CONFIRMED_LEVEL.get().load(Ordering::Acquire) >= level {
+            CONFIRMED_HERE.set(level);
+            return;
+        }
         // A standby serves what it has; only a primary's answers can be lost to a failover.
         if pg_sys::RecoveryInProgress() {
             return;
         }
-        // No synchronous standby asked for: nothing to wait for (asynchronous replication). Checked before
-        // the insert position, whose spinlock every replay would otherwise take on such a server.
-        let Some(mut confirmed) = sync_standbys_confirmed() else {
+        // No synchronous standby named: nothing to wait for (asynchronous replication). Checked before the
+        // flush position, which takes a spinlock.
+        let Some(mut confirmed) = sync_standbys_confirmed(mode) else {
             return;
         };
+        // The flush position, not the insert position: everything crash recovery replayed is flushed, and a
+        // standby confirms only flushed WAL (an idle server's insert position can sit past a page header
+        // that no standby will ever confirm).
         let target = TARGET.get().unwrap_or_else(|| {
-            let now = pg_sys::GetXLogInsertRecPtr();
+            let now = pg_sys::GetFlushRecPtr(std::ptr::null_mut());
             TARGET.set(Some(now));
             now
         });
@@ -86,49 +99,73 @@ pub fn await_confirmed() {
             );
             pg_sys::ResetLatch(pg_sys::MyLatch);
             pgrx::check_for_interrupts!();
-            match sync_standbys_confirmed() {
+            match sync_standbys_confirmed(mode) {
                 Some(now) => confirmed = now,
                 // synchronous_standby_names emptied meanwhile: commits no longer wait either.
                 None => return,
             }
         }
-        CONFIRMED_HERE.set(true);
+        CONFIRMED_HERE.set(level);
         if shared {
-            RECOVERED_WAL_CONFIRMED.get().store(true, Ordering::Release);
+            CONFIRMED_LEVEL.get().fetch_max(level, Ordering::AcqRel);
         }
     }
 }
 
-/// How far the synchronous standbys have confirmed WAL at this session's `synchronous_commit` level (what a
-/// commit of this session waits for), or None when the session's commits wait for no standby.
+/// The SYNC_REP_WAIT_* mode this session's commits wait for, from `synchronous_commit` (as syncrep.c's
+/// assign hook derives it), or None when they wait for no standby.
+///
+/// # Safety
+/// In a backend.
+unsafe fn wait_mode() -> Option<u32> {
+    unsafe {
+        if pg_sys::max_wal_senders == 0 {
+            return None;
+        }
+        match pg_sys::synchronous_commit as u32 {
+            pg_sys::SyncCommitLevel::SYNCHRONOUS_COMMIT_REMOTE_WRITE => {
+                Some(pg_sys::SYNC_REP_WAIT_WRITE)
+            }
+            pg_sys::SyncCommitLevel::SYNCHRONOUS_COMMIT_REMOTE_FLUSH => {
+                Some(pg_sys::SYNC_REP_WAIT_FLUSH)
+            }
+            pg_sys::SyncCommitLevel::SYNCHRONOUS_COMMIT_REMOTE_APPLY => {
+                Some(pg_sys::SYNC_REP_WAIT_APPLY)
+            }
+            _ => None,
+        }
+    }
+}
+
+/// How far the synchronous standbys have confirmed WAL in `mode`, or None when no synchronous standby is
+/// named (commits wait for none).
 ///
 /// # Safety
 /// In a backend, after shared memory is attached.
-unsafe fn sync_standbys_confirmed() -> Option<u64> {
+unsafe fn sync_standbys_confirmed(mode: u32) -> Option<u64> {
     unsafe {
-        let mode = match pg_sys::synchronous_commit as u32 {
-            pg_sys::SyncCommitLevel::SYNCHRONOUS_COMMIT_REMOTE_WRITE => pg_sys::SYNC_REP_WAIT_WRITE,
-            pg_sys::SyncCommitLevel::SYNCHRONOUS_COMMIT_REMOTE_FLUSH => pg_sys::SYNC_REP_WAIT_FLUSH,
-            pg_sys::SyncCommitLevel::SYNCHRONOUS_COMMIT_REMOTE_APPLY => pg_sys::SYNC_REP_WAIT_APPLY,
-            _ => return None,
-        };
         let ctl = pg_sys::WalSndCtl;
-        if pg_sys::max_wal_senders == 0 || ctl.is_null() || !sync_standbys_defined(ctl) {
+        if ctl.is_null() || !sync_standbys_defined(ctl) {
             return None;
         }
         Some(std::ptr::read_volatile(&(*ctl).lsn[mode as usize]))
     }
 }
 
-/// Whether synchronous_standby_names names any standby, as the checkpointer last published it. PostgreSQL
-/// 15.13, 17.5 and 18 replaced the boolean `sync_standbys_defined` with these status bits; the builds here
-/// are against those minors or later.
+/// Whether synchronous_standby_names names any standby. The checkpointer publishes it in WalSndCtl; until it
+/// has (right after a start, exactly when this module matters), the backend's own setting decides, as
+/// SyncRepWaitForLSN does. PostgreSQL 15.13, 17.5 and 18 replaced the boolean `sync_standbys_defined` with
+/// these status bits; the builds here are against those minors or later.
 ///
 /// # Safety
 /// `ctl` is WalSndCtl.
 unsafe fn sync_standbys_defined(ctl: *mut pg_sys::WalSndCtlData) -> bool {
     unsafe {
-        std::ptr::read_volatile(&(*ctl).sync_standbys_status) as u32 & pg_sys::SYNC_STANDBY_DEFINED
-            != 0
+        let status = std::ptr::read_volatile(&(*ctl).sync_standbys_status) as u32;
+        if status & pg_sys::SYNC_STANDBY_INIT == 0 {
+            let names = pg_sys::SyncRepStandbyNames;
+            return !names.is_null() && *names != 0;
+        }
+        status & pg_sys::SYNC_STANDBY_DEFINED != 0
     }
 }

@@ -156,15 +156,18 @@ pub fn probe(scope: &str, key: &str, fingerprint: &[u8]) -> Option<Option<KeyRow
     }
 }
 
-/// `idem_lookup`'s read: the key's row as the calling query's snapshot sees it (what the SPI statement of a
-/// STABLE function reads), taking only AccessShareLock, so that it also runs on a hot standby. `None`: run
-/// the SQL statement instead. The row's fingerprint is not compared (`same_request` means nothing).
+/// `idem_lookup`'s read: the key's row as its SPI statement would see it, taking only AccessShareLock, so
+/// that it also runs on a hot standby. That is the calling query's snapshot while the transaction has
+/// written nothing; once it has (an xid), pgrx runs the statement read-write, which first makes this
+/// command's own writes visible and takes a fresh snapshot, and so does this. `None`: run the SQL statement
+/// instead. The row's fingerprint is not compared (`same_request` means nothing).
 pub fn lookup(scope: &str, key: &str) -> Option<Option<KeyRow>> {
     // SAFETY: as in `probe`; the active snapshot is the calling query's.
     unsafe {
         if !pg_sys::ActiveSnapshotSet() {
             return None;
         }
+        let wrote = pg_sys::GetCurrentTransactionIdIfAny() != pg_sys::InvalidTransactionId;
         let reader = match table::Reader::open(pg_sys::AccessShareLock as pg_sys::LOCKMODE) {
             Ok(reader) => reader,
             Err(why) => {
@@ -174,7 +177,13 @@ pub fn lookup(scope: &str, key: &str) -> Option<Option<KeyRow>> {
                 return None;
             }
         };
-        let row = read(&reader, scope, key, pg_sys::GetActiveSnapshot(), &[]);
+        let snapshot = if wrote {
+            pg_sys::CommandCounterIncrement();
+            pg_sys::GetLatestSnapshot()
+        } else {
+            pg_sys::GetActiveSnapshot()
+        };
+        let row = read(&reader, scope, key, snapshot, &[]);
         reader.close();
         Some(row)
     }

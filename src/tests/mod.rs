@@ -105,8 +105,7 @@ mod tests {
         assert_eq!(stored, Ok(Some(201)));
         let finished = crate::direct::probe("served", "k", &fp).unwrap().unwrap();
         assert!(finished.finished && finished.answer.status_code == Some(201));
-        // The lookup reads with the statement's snapshot, which was taken before this test's writes.
-        Spi::run("SELECT 1").unwrap();
+        // In the transaction that wrote the row: the lookup sees it, as its SPI statement would.
         let looked = Spi::get_one::<String>("SELECT (idem_lookup('served', 'k')).outcome");
         assert_eq!(looked, Ok(Some("replay".into())));
     }

@@ -39,7 +39,7 @@ s() { on "$standby" "$sport" "$@"; }
 sqlstate() {
   local out
   out=$(on "$1" "$2" -v VERBOSITY=sqlstate -c "SET statement_timeout = '3s'" -c "$3" 2>&1) && { echo 00000; return; }
-  grep -oE '[0-9A-Z]{5}' <<<"$out" | tail -1
+  grep -oP 'ERROR:\s+\K[0-9A-Z]{5}' <<<"$out" | tail -1 || echo "none ($out)"
 }
 claim_sql() { echo "SELECT (idem_claim('ha', '$1', '{\"amount\": 1}'::jsonb)).outcome"; }
 wait_until() { # wait_until SECONDS COMMAND...: polls every 0.1 s
@@ -48,8 +48,8 @@ wait_until() { # wait_until SECONDS COMMAND...: polls every 0.1 s
 }
 
 no_process_in() { # no_process_in DIR: no process runs with DIR as its working directory (a server's all do)
-  local pid
-  for pid in /proc/[0-9]*; do [ "$(readlink "$pid/cwd" 2>/dev/null)" != "$1" ] || return 1; done
+  local pid want; want=$(realpath "$1")
+  for pid in /proc/[0-9]*; do [ "$(readlink -f "$pid/cwd" 2>/dev/null)" != "$want" ] || return 1; done
 }
 
 setup() { # setup PRELOAD(on|off)
