@@ -46,7 +46,7 @@ thread_local! {
     static TARGET: Cell<Option<u64>> = const { Cell::new(None) };
 }
 
-const POLL_MILLIS: i64 = 10;
+const POLL_MICROS: i64 = 10_000;
 
 /// Reserves the shared level; only while shared_preload_libraries is being processed.
 pub fn init() {
@@ -91,14 +91,7 @@ pub fn await_confirmed() {
             now
         });
         while confirmed < target {
-            pg_sys::WaitLatch(
-                pg_sys::MyLatch,
-                (pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH) as i32,
-                POLL_MILLIS as std::ffi::c_long,
-                pg_sys::PG_WAIT_EXTENSION,
-            );
-            pg_sys::ResetLatch(pg_sys::MyLatch);
-            pgrx::check_for_interrupts!();
+            crate::store::sleep_until(crate::store::clock_now() + POLL_MICROS);
             match sync_standbys_confirmed(mode) {
                 Some(now) => confirmed = now,
                 // synchronous_standby_names emptied meanwhile: commits no longer wait either.

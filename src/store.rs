@@ -338,6 +338,23 @@ pub fn clock_now() -> i64 {
     unsafe { pg_sys::GetCurrentTimestamp() }
 }
 
+/// Sleeps on the process latch until `wake` (a `clock_now` time, or a signal), then serves interrupts:
+/// statement_timeout, pg_cancel_backend and pg_terminate_backend end the wait at once.
+pub fn sleep_until(wake: i64) {
+    let millis = ((wake - clock_now() + 999) / 1000).clamp(1, i32::MAX as i64);
+    // SAFETY: MyLatch is this backend's latch; WL_EXIT_ON_PM_DEATH needs no further handling.
+    unsafe {
+        pg_sys::WaitLatch(
+            pg_sys::MyLatch,
+            (pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH) as i32,
+            millis as std::ffi::c_long,
+            pg_sys::PG_WAIT_EXTENSION,
+        );
+        pg_sys::ResetLatch(pg_sys::MyLatch);
+    }
+    pgrx::check_for_interrupts!();
+}
+
 /// Connects to SPI for the closure, with `search_path` pinned to `pg_catalog, <extension schema>, pg_temp`
 /// for its statements (home.rs says why here and not in the functions' SET clause). On an ERROR the
 /// (sub)transaction's abort restores the caller's path, as it does for a SET clause.

@@ -90,7 +90,7 @@ fn claim(
                     return fields;
                 }
                 // Wake at the deadline, at the lease's end (to recover the key), or at the next poll.
-                sleep_until(deadline.min(lease_ends_at).min(now.saturating_add(poll)));
+                store::sleep_until(deadline.min(lease_ends_at).min(now.saturating_add(poll)));
                 poll = (poll * 2).min(POLL_MAX_MICROS);
                 // Polls read first: a key that is still busy costs no insert attempt and no token.
                 first = Stmt::Reread;
@@ -221,23 +221,6 @@ fn decide(row: KeyRow, now: i64) -> Decision {
 fn snapshot_moves() -> bool {
     // SAFETY: a plain read of the backend's current isolation level.
     unsafe { pg_sys::XactIsoLevel < pg_sys::XACT_REPEATABLE_READ as i32 }
-}
-
-/// Sleeps on the process latch until `wake` (or a signal), then serves interrupts: statement_timeout,
-/// pg_cancel_backend and pg_terminate_backend end the wait at once.
-fn sleep_until(wake: i64) {
-    let millis = ((wake - store::clock_now() + 999) / 1000).clamp(1, i32::MAX as i64);
-    // SAFETY: MyLatch is this backend's latch; WL_EXIT_ON_PM_DEATH needs no further handling.
-    unsafe {
-        pg_sys::WaitLatch(
-            pg_sys::MyLatch,
-            (pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH) as i32,
-            millis as std::ffi::c_long,
-            pg_sys::PG_WAIT_EXTENSION,
-        );
-        pg_sys::ResetLatch(pg_sys::MyLatch);
-    }
-    pgrx::check_for_interrupts!();
 }
 
 /// Whole seconds from `now` until `then`, rounded up.

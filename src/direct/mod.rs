@@ -40,7 +40,7 @@ use pgrx::pg_sys;
 use pgrx::prelude::*;
 use row::{col, KeyRow, Row, FINISH_COLUMNS};
 use std::ptr;
-use table::{Table, Updated};
+use table::{Decline, Table, Updated};
 
 /// Rounds of "conflict, but the row changed before we could read it" before handing over to SPI. Each
 /// round follows a concurrent commit on the same key, so more than two is already unusual.
@@ -66,13 +66,16 @@ pub fn applies_to_reads() -> bool {
 /// # Safety
 /// As for `Table::open`: inside a transaction, and the table is closed before the call returns.
 unsafe fn open(speculative: bool, updated_columns: &[usize]) -> Option<Table> {
-    match unsafe { Table::open(speculative, updated_columns) } {
-        Ok(table) => Some(table),
-        Err(why) => {
-            debug1!("idem_keys: direct path declined ({why:?}); running the SQL statement instead");
-            None
-        }
-    }
+    or_declined(unsafe { Table::open(speculative, updated_columns) })
+}
+
+/// The opened table (or reader), or None after the DEBUG1 line that says why the call goes to SPI.
+fn or_declined<T>(opened: Result<T, Decline>) -> Option<T> {
+    opened
+        .map_err(|why| {
+            debug1!("idem_keys: direct path declined ({why:?}); running the SQL statement instead")
+        })
+        .ok()
 }
 
 /// Claims the key, or reads the row that holds it. `None`: the direct path declined; run SPI instead.
@@ -168,15 +171,9 @@ pub fn lookup(scope: &str, key: &str) -> Option<Option<KeyRow>> {
             return None;
         }
         let wrote = pg_sys::GetCurrentTransactionIdIfAny() != pg_sys::InvalidTransactionId;
-        let reader = match table::Reader::open(pg_sys::AccessShareLock as pg_sys::LOCKMODE) {
-            Ok(reader) => reader,
-            Err(why) => {
-                debug1!(
-                    "idem_keys: direct path declined ({why:?}); running the SQL statement instead"
-                );
-                return None;
-            }
-        };
+        let reader = or_declined(table::Reader::open(
+            pg_sys::AccessShareLock as pg_sys::LOCKMODE,
+        ))?;
         let snapshot = if wrote {
             pg_sys::CommandCounterIncrement();
             pg_sys::GetLatestSnapshot()

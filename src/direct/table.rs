@@ -83,25 +83,10 @@ impl Table {
     /// Inside a transaction, in a function call; the result must be closed (or the transaction aborted).
     pub unsafe fn open(speculative: bool, updated_columns: &[usize]) -> Result<Table, Decline> {
         unsafe {
-            let found = home::names().ok_or(Decline::NotFound)?;
-            let relid = found.table;
             let lock = pg_sys::RowExclusiveLock as pg_sys::LOCKMODE;
-            let rel = pg_sys::try_table_open(relid, lock);
-            if rel.is_null() {
-                // Dropped since we looked it up (DROP EXTENSION in a concurrent session): look again next
-                // time; SPI raises the usual error now.
-                home::forget();
-                return Err(Decline::NotFound);
-            }
-            // Opening processed pending invalidations: if they were about our relations, look the names up
-            // again, and leave this call to SPI if they changed (the sequence alone recreated, say).
-            let generation = home::generation();
-            let checked = if home::names() != Some(found) {
-                Err(Decline::NotFound)
-            } else {
-                check_table(rel)
-            };
-            if let Err(why) = checked {
+            let (rel, found, generation) = open_relation(lock)?;
+            let relid = found.table;
+            if let Err(why) = check_table(rel) {
                 pg_sys::table_close(rel, pg_sys::NoLock as pg_sys::LOCKMODE);
                 return Err(why);
             }
@@ -140,11 +125,7 @@ impl Table {
                     // Only if no invalidation arrived while the indexes were locked: the checks above may
                     // have read the table's state from before it.
                     if home::generation() == generation {
-                        VERIFIED.set(Some(Verified {
-                            generation,
-                            user: pg_sys::GetUserId(),
-                            pkey: (*(*pkey).rd_index).indexrelid,
-                        }));
+                        remember(generation, pkey);
                     }
                     Ok(table)
                 }
@@ -308,18 +289,11 @@ impl Reader {
     /// Inside a transaction, in a function call; the result must be closed (or the transaction aborted).
     pub unsafe fn open(lock: pg_sys::LOCKMODE) -> Result<Reader, Decline> {
         unsafe {
-            let found = home::names().ok_or(Decline::NotFound)?;
-            let rel = pg_sys::try_table_open(found.table, lock);
-            if rel.is_null() {
-                home::forget();
-                return Err(Decline::NotFound);
-            }
-            // Locking processed pending invalidations: a change to the table has bumped the generation.
-            let user = pg_sys::GetUserId();
-            let generation = home::generation();
+            let (rel, _, generation) = open_relation(lock)?;
             let verified = match VERIFIED.get() {
-                _ if home::names() != Some(found) => Err(Decline::NotFound),
-                Some(v) if v.generation == generation && v.user == user => Ok(v.pkey),
+                Some(v) if v.generation == generation && v.user == pg_sys::GetUserId() => {
+                    Ok(v.pkey)
+                }
                 _ => check_table(rel).and_then(|()| verify_indexes(rel, lock)),
             };
             let pkey = match verified {
@@ -336,11 +310,7 @@ impl Reader {
                 reader.close();
                 return Err(Decline::NotFound);
             }
-            VERIFIED.set(Some(Verified {
-                generation,
-                user,
-                pkey: (*(*pkey).rd_index).indexrelid,
-            }));
+            remember(generation, pkey);
             Ok(reader)
         }
     }
@@ -371,6 +341,50 @@ impl Reader {
             pg_sys::index_close(self.pkey, pg_sys::NoLock as pg_sys::LOCKMODE);
             pg_sys::table_close(self.rel, pg_sys::NoLock as pg_sys::LOCKMODE);
         }
+    }
+}
+
+/// Opens the extension's table with `lock`, with the names it was found by and the relcache generation
+/// after the lock was taken.
+///
+/// # Safety
+/// Inside a transaction; the relation must be closed (or the transaction aborted).
+unsafe fn open_relation(
+    lock: pg_sys::LOCKMODE,
+) -> Result<(pg_sys::Relation, home::Names, u64), Decline> {
+    unsafe {
+        let found = home::names().ok_or(Decline::NotFound)?;
+        let rel = pg_sys::try_table_open(found.table, lock);
+        if rel.is_null() {
+            // Dropped since we looked it up (DROP EXTENSION in a concurrent session): look again next
+            // time; SPI raises the usual error now.
+            home::forget();
+            return Err(Decline::NotFound);
+        }
+        // Locking processed pending invalidations: if they were about our relations, look the names up
+        // again, and leave this call to SPI if they changed (the sequence alone recreated, say). A change
+        // to the table's shape has bumped the generation.
+        let generation = home::generation();
+        if home::names() != Some(found) {
+            pg_sys::table_close(rel, pg_sys::NoLock as pg_sys::LOCKMODE);
+            return Err(Decline::NotFound);
+        }
+        Ok((rel, found, generation))
+    }
+}
+
+/// Records that the table, as of `generation`, passed every check for the current user, with `pkey` as
+/// its primary key.
+///
+/// # Safety
+/// `pkey` is an open index.
+unsafe fn remember(generation: u64, pkey: pg_sys::Relation) {
+    unsafe {
+        VERIFIED.set(Some(Verified {
+            generation,
+            user: pg_sys::GetUserId(),
+            pkey: (*(*pkey).rd_index).indexrelid,
+        }));
     }
 }
 

@@ -7,12 +7,7 @@ cd "$(dirname "$0")/../.."
 port=${DRIVERS_PG_PORT:-25471}
 bash scripts/apt_install.sh drivers default-jdk-headless libpostgresql-jdbc-java python3-venv
 venv=tests/drivers/.venv
-[ -x "$venv/bin/python" ] || /usr/bin/python3 -m venv "$venv"
-if ! cmp -s tests/drivers/requirements.txt "$venv/.installed-requirements"; then
-  echo "drivers: pip install -r tests/drivers/requirements.txt"
-  "$venv/bin/pip" install -q --disable-pip-version-check -r tests/drivers/requirements.txt
-  cp tests/drivers/requirements.txt "$venv/.installed-requirements"
-fi
+bash scripts/python_venv.sh drivers "$venv" tests/drivers/requirements.txt
 
 work=$(mktemp -d /tmp/idem-drivers.XXXXXX)
 chmod 755 "$work"

@@ -12,13 +12,7 @@ if ! command -v node >/dev/null || ! command -v npm >/dev/null; then need_pkgs+=
 bash scripts/apt_install.sh "e2e setup" "${need_pkgs[@]}"
 
 # Python: a venv from Debian's python3, filled from the pinned requirements once per change of them.
-venv=examples/python/.venv
-[ -x "$venv/bin/python" ] || /usr/bin/python3 -m venv "$venv"
-if ! cmp -s examples/python/requirements.txt "$venv/.installed-requirements"; then
-  echo "e2e setup: pip install -r examples/python/requirements.txt"
-  "$venv/bin/pip" install -q --disable-pip-version-check -r examples/python/requirements.txt
-  cp examples/python/requirements.txt "$venv/.installed-requirements"
-fi
+bash scripts/python_venv.sh "e2e setup" examples/python/.venv examples/python/requirements.txt
 
 # Node: exactly the lockfile, once per change of it.
 if ! cmp -s examples/node/package-lock.json examples/node/node_modules/.installed-lock; then
