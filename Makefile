@@ -8,7 +8,7 @@ export PG_CONFIG PG_MAJORS
 DEMO_DIR  ?= /tmp/idem_keys-demo
 DEMO_PORT ?= 25329
 
-.PHONY: demo stop test setup install pgtest regress isolation upgrade lifecycle package package-test crash worker failover e2e pgbouncer drivers bench bench-smoke regress-bless clean
+.PHONY: demo stop test setup install pgtest regress isolation upgrade lifecycle package package-test crash worker failover e2e pgbouncer drivers ha bench bench-smoke regress-bless clean
 
 setup:
 	@bash scripts/setup.sh
@@ -33,7 +33,7 @@ test: setup
 	@bash scripts/test.sh
 
 # Stages of `make test`, runnable alone.
-pgtest regress isolation upgrade lifecycle crash worker failover e2e pgbouncer drivers: setup
+pgtest regress isolation upgrade lifecycle crash worker failover e2e pgbouncer drivers ha: setup
 	@bash scripts/test.sh $@
 package-test: setup
 	@bash scripts/test.sh package

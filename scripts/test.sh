@@ -3,12 +3,12 @@
 # per stage and major.
 #   scripts/test.sh            all stages on every major
 #   scripts/test.sh STAGE...   only these (pgtest regress isolation upgrade lifecycle package crash worker
-#                              failover e2e pgbouncer drivers bench)
+#                              failover e2e pgbouncer drivers ha bench)
 #   PG_MAJORS="15 18"          only these majors (default: all of SUPPORTED_MAJORS in scripts/pg_major.sh)
 # Every stage runs on 15, the host's own PostgreSQL. On 17 and 18 the stages that exercise the server
 # (EVERY_MAJOR below) run inside that major's Debian root (scripts/pg_root.sh, built on first use); the
 # client-side ones (lifecycle's dump and standby scripts, the e2e services, PgBouncer, the JDBC and asyncpg
-# drivers) run once, on 15.
+# drivers, the HA manager's failovers) run once, on 15.
 # BLESS=1 copies the golden-file outputs over the expected files (review the diff before committing).
 set -eEuo pipefail # -E: the ERR trap below also fires inside functions
 cd "$(dirname "$0")/.."
@@ -16,7 +16,7 @@ source scripts/pg_major.sh
 export PATH="$HOME/.cargo/bin:$PATH"
 
 stages=("$@")
-((${#stages[@]})) || stages=(pgtest regress isolation upgrade lifecycle package crash worker failover e2e pgbouncer drivers bench)
+((${#stages[@]})) || stages=(pgtest regress isolation upgrade lifecycle package crash worker failover e2e pgbouncer drivers ha bench)
 EVERY_MAJOR=" pgtest regress isolation upgrade package crash worker failover bench "
 
 scratch_dir() { # a postgres-owned scratch directory with a short path (it holds Unix sockets)
@@ -118,6 +118,15 @@ stage_pgbouncer() {
 stage_drivers() {
   install_release
   bash tests/drivers/run.sh
+}
+
+# Failovers under an HA manager (pg_auto_failover 2.0, Debian's package for this major): the e2e services and
+# SQL clients in a retry storm through a multi-host string, across a postmaster crash and a lost host.
+stage_ha() {
+  install_release
+  bash scripts/apt_install.sh ha "postgresql-$PG_MAJOR-auto-failover" pg-auto-failover-cli
+  bash tests/e2e/setup.sh
+  bash tests/failover/ha.sh
 }
 
 # The benchmark harness in smoke mode (a few seconds per contender), so it never rots. Not a measurement.

@@ -6,12 +6,14 @@
 import http from 'node:http';
 import pg from 'pg';
 import { Store, idempotent, json } from './idempotency.js';
+import { poolConfig } from './multihost.js';
 
 const env = (name, fallback) => process.env[name] || fallback;
 const PROVIDER_URL = env('PROVIDER_URL', 'http://127.0.0.1:8090');
 const TEST_HOOKS = process.env.IDEM_TEST_HOOKS === '1';
 
-const pool = new pg.Pool({ connectionString: env('DATABASE_URL', 'postgres://postgres@127.0.0.1:25329/postgres'), max: 16 });
+// DATABASE_URL may name several hosts, as for libpq (multihost.js).
+const pool = new pg.Pool({ ...poolConfig(env('DATABASE_URL', 'postgres://postgres@127.0.0.1:25329/postgres')), max: 16 });
 // An idle connection that breaks (a server restart) must not take the process down; the pool reconnects.
 pool.on('error', (err) => console.warn(`pool: ${err.message}`));
 const store = new Store(pool, { scope: 'payments', lease: env('IDEM_LEASE', '30s') });

@@ -47,7 +47,10 @@ def request(port, method, path, body=None, headers=None, timeout=5.0):
         conn.request(method, path, body=payload, headers={"Content-Type": "application/json", **(headers or {})})
         resp = conn.getresponse()
         raw = resp.read()
-        parsed = json.loads(raw) if raw else None
+        try:
+            parsed = json.loads(raw) if raw else None
+        except ValueError:  # a server's own error page (a 500 from the framework), not our API's JSON
+            parsed = None
         return Reply(resp.status, {k.lower(): v for k, v in resp.getheaders()}, parsed, raw)
     except socket.timeout as e:  # an alias of TimeoutError only from Python 3.10 on
         raise TimeoutError(str(e)) from None
