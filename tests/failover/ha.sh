@@ -52,22 +52,33 @@ no_process_in() { # no_process_in DIR: no process runs with DIR as its working d
   for pid in /proc/[0-9]*; do [ "$(readlink -f "$pid/cwd" 2>/dev/null)" != "$want" ] || return 1; done
 }
 
+kill_processes_in() { # kill_processes_in DIR: SIGKILL whatever still runs there (a server's processes all do)
+  local pid want; want=$(realpath "$1")
+  for pid in /proc/[0-9]*; do
+    [ "$(readlink -f "$pid/cwd" 2>/dev/null)" != "$want" ] || kill -9 "${pid#/proc/}" 2>/dev/null || true
+  done
+}
+
 stop_all() {
   local name
   for name in node2 node1 monitor; do
     [ -d "$base/$name" ] || continue
-    keeper_kill "$name" # the agent first, or it restarts the server we stop
+    # The agent first, or it restarts the server we stop; only its own processes: a SIGKILLed postmaster
+    # would orphan children that do not watch for its death (the monitor's health check workers).
+    if [ -f "$base/$name.sid" ]; then pkill -9 -s "$(cat "$base/$name.sid")" pg_autoctl || true; fi
     if [ -f "$base/$name/postmaster.pid" ]; then
       sudo -u postgres "$bin/pg_ctl" -D "$base/$name" -m immediate -w -t 10 stop >/dev/null 2>&1 || true
     fi
+    kill_processes_in "$base/$name"
   done
+  return 0
 }
 on_exit() {
   local rc=$?
   if ((rc)); then
     on_monitor "SELECT nodename, reportedstate, goalstate FROM pgautofailover.node ORDER BY nodeid" 2>/dev/null || true
     for log in "$base"/node1.log "$base"/node2.log "$base"/storm/*.log; do
-      [ -f "$log" ] && { echo "--- last lines of $log"; tail -12 "$log"; }
+      if [ -f "$log" ]; then echo "--- last lines of $log"; tail -12 "$log"; fi
     done
   fi
   stop_all
@@ -90,7 +101,8 @@ wait_healthy() { # wait_healthy SECONDS
   local deadline=$((SECONDS + $1)) p
   until healthy 2>/dev/null; do
     ((SECONDS < deadline)) || return 1
-    p=$(primary_node 2>/dev/null) && [ -n "$p" ] && on_node "$p" "CHECKPOINT" >/dev/null 2>&1
+    p=$(primary_node 2>/dev/null) || p=""
+    if [ -n "$p" ]; then on_node "$p" "CHECKPOINT" >/dev/null 2>&1 || true; fi
     sleep 1
   done
 }
@@ -101,6 +113,7 @@ autoctl create monitor --pgdata "$base/monitor" --pgport "$mport" --hostname 127
 cat <<EOF | sudo -u postgres tee -a "$base/monitor/postgresql.conf" >/dev/null
 listen_addresses = '127.0.0.1'
 unix_socket_directories = '$base'
+logging_collector = off
 pgautofailover.health_check_period = 1000
 pgautofailover.health_check_timeout = 1000
 pgautofailover.health_check_max_retries = 1
