@@ -8,13 +8,14 @@ export PG_CONFIG PG_MAJORS
 DEMO_DIR  ?= /tmp/idem_keys-demo
 DEMO_PORT ?= 25329
 
-.PHONY: demo stop test setup install pgtest regress isolation upgrade lifecycle package package-test crash worker failover e2e pgbouncer drivers ha bench bench-smoke regress-bless clean
+.PHONY: demo stop test setup install pgtest regress isolation upgrade lifecycle package package-test crash worker failover e2e pgbouncer drivers ha scaleout bench bench-smoke regress-bless clean
 
 setup:
 	@bash scripts/setup.sh
 
 install: setup
 	cargo pgrx install --release --pg-config $(PG_CONFIG)
+	PG_CONFIG=$(PG_CONFIG) bash scripts/install_proxy.sh
 
 # A throwaway cluster with the extension, then the story: double tap, replay, mismatch, dead inverter, sweep.
 demo: install
@@ -33,7 +34,7 @@ test: setup
 	@bash scripts/test.sh
 
 # Stages of `make test`, runnable alone.
-pgtest regress isolation upgrade lifecycle crash worker failover e2e pgbouncer drivers ha: setup
+pgtest regress isolation upgrade lifecycle crash worker failover e2e pgbouncer drivers ha scaleout: setup
 	@bash scripts/test.sh $@
 package-test: setup
 	@bash scripts/test.sh package

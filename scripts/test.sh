@@ -3,12 +3,12 @@
 # per stage and major.
 #   scripts/test.sh            all stages on every major
 #   scripts/test.sh STAGE...   only these (pgtest regress isolation upgrade lifecycle package crash worker
-#                              failover e2e pgbouncer drivers ha bench)
+#                              failover e2e pgbouncer drivers ha scaleout bench)
 #   PG_MAJORS="15 18"          only these majors (default: all of SUPPORTED_MAJORS in scripts/pg_major.sh)
 # Every stage runs on 15, the host's own PostgreSQL. On 17 and 18 the stages that exercise the server
 # (EVERY_MAJOR below) run inside that major's Debian root (scripts/pg_root.sh, built on first use); the
 # client-side ones (lifecycle's dump and standby scripts, the e2e services, PgBouncer, the JDBC and asyncpg
-# drivers, the HA manager's failovers) run once, on 15.
+# drivers, the HA manager's failovers, the PL/Proxy router) run once, on 15.
 # BLESS=1 copies the golden-file outputs over the expected files (review the diff before committing).
 set -eEuo pipefail # -E: the ERR trap below also fires inside functions
 cd "$(dirname "$0")/.."
@@ -16,7 +16,7 @@ source scripts/pg_major.sh
 export PATH="$HOME/.cargo/bin:$PATH"
 
 stages=("$@")
-((${#stages[@]})) || stages=(pgtest regress isolation upgrade lifecycle package crash worker failover e2e pgbouncer drivers ha bench)
+((${#stages[@]})) || stages=(pgtest regress isolation upgrade lifecycle package crash worker failover e2e pgbouncer drivers ha scaleout bench)
 EVERY_MAJOR=" pgtest regress isolation upgrade package crash worker failover bench "
 
 scratch_dir() { # a postgres-owned scratch directory with a short path (it holds Unix sockets)
@@ -127,6 +127,17 @@ stage_ha() {
   bash scripts/apt_install.sh ha "postgresql-$PG_MAJOR-auto-failover" pg-auto-failover-cli
   bash tests/e2e/setup.sh
   bash tests/failover/ha.sh
+}
+
+# Sharding through PL/Proxy: four partitions and a router with idem_keys_proxy; the contract, the errors, the
+# fan-out verbs, the drivers and the e2e services through the router, and a partition stopped mid-storm.
+stage_scaleout() {
+  install_release
+  bash scripts/install_proxy.sh
+  bash scripts/apt_install.sh scaleout "postgresql-$PG_MAJOR-plproxy" default-jdk-headless libpostgresql-jdbc-java
+  bash tests/e2e/setup.sh
+  bash scripts/python_venv.sh scaleout tests/drivers/.venv tests/drivers/requirements.txt
+  bash tests/scaleout/run.sh
 }
 
 # The benchmark harness in smoke mode (a few seconds per contender), so it never rots. Not a measurement.

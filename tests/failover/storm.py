@@ -83,47 +83,79 @@ def reported(client):
     return run
 
 
+class SqlSession:
+    """One SQL client's connection, reopened after an error."""
+
+    def __init__(self, url):
+        self.url, self.conn = url, None
+
+    def execute(self, sql, params):
+        if self.conn is None or self.conn.closed:
+            self.conn = psycopg.connect(self.url, autocommit=True, options=f"-c statement_timeout={STATEMENT_TIMEOUT}")
+        return self.conn.execute(sql, params)
+
+    def reset(self):
+        if self.conn is not None:
+            self.conn.close()
+        self.conn = None
+
+    def after_error(self):
+        """An error the server sent (a router's 08006, a 57014) leaves the connection usable; a lost one not."""
+        if self.conn is not None and (self.conn.closed or self.conn.broken):
+            self.reset()
+
+
+def sql_attempt(session, scope, key, tries, tally):
+    """One try at a key: the seconds to wait before the next try, or None once the key is done. Errors back
+    off as clients do: 50 ms, doubling with each try, at most 1 s."""
+    try:
+        outcome, token, status, body, retry_after = session.execute(
+            "SELECT outcome, token, status_code, response_bytes, retry_after"
+            " FROM idem_claim(%s, %s, %s::jsonb, lease => %s)", (scope, key, REQUEST, LEASE)).fetchone()
+        if outcome in ("claimed", "recovered"):
+            mine = f"{key} answered by attempt {secrets.token_hex(6)}".encode()
+            session.execute("SELECT idem_finish(%s, %s, %s, 201, %s::bytea)", (scope, key, token, mine))
+            tally.answer("sql", key, 201, mine)
+            return None
+        if outcome == "replay":
+            tally.answer("sql", key, status, body)
+            return None
+        if outcome == "in_progress":
+            return min(retry_after or 1, 0.25)
+        tally.error(f"outcome {outcome}", retried=False)
+        return None
+    except psycopg.Error as e:
+        kind, retried = sql_error_kind(e)
+        tally.error(f"sql {kind}", retried)
+        session.after_error()
+        return min(0.05 * 2 ** tries, 1.0) if retried else None
+
+
 @reported
 def sql_client(url, scope, number, stop, tally):
-    conn, n = None, 0
-    while not stop.is_set():
-        n += 1
-        key, end = f"sql{number}-{n}", time.monotonic() + KEY_DEADLINE
-        while True:
-            if time.monotonic() > end:
+    """Like a server's worth of clients: a key that must wait (in progress, or an error to retry) is parked
+    and retried when due, and the client goes on with new keys meanwhile, so a key whose partition is away
+    holds up only itself. Once stopped, it finishes every parked key."""
+    session, n, parked = SqlSession(url), 0, []  # parked: [due, key, deadline, tries]
+    while True:
+        now = time.monotonic()
+        parked.sort()
+        if parked and (parked[0][0] <= now or stop.is_set()):
+            due, key, deadline, tries = parked.pop(0)
+            if due > now:
+                time.sleep(due - now)
+        elif stop.is_set():
+            break
+        else:
+            n += 1
+            key, deadline, tries = f"sql{number}-{n}", now + KEY_DEADLINE, 0
+        wait = sql_attempt(session, scope, key, tries, tally)
+        if wait is not None:
+            if time.monotonic() + wait > deadline:
                 tally.unanswered.append(("sql", key))
-                break
-            try:
-                if conn is None or conn.closed:
-                    conn = psycopg.connect(url, autocommit=True, options=f"-c statement_timeout={STATEMENT_TIMEOUT}")
-                row = conn.execute("SELECT outcome, token, status_code, response_bytes, retry_after"
-                                   " FROM idem_claim(%s, %s, %s::jsonb, lease => %s)",
-                                   (scope, key, REQUEST, LEASE)).fetchone()
-                outcome, token, status, body, retry_after = row
-                if outcome in ("claimed", "recovered"):
-                    mine = f"{key} answered by attempt {secrets.token_hex(6)}".encode()
-                    conn.execute("SELECT idem_finish(%s, %s, %s, 201, %s::bytea)", (scope, key, token, mine))
-                    tally.answer("sql", key, 201, mine)
-                    break
-                if outcome == "replay":
-                    tally.answer("sql", key, status, body)
-                    break
-                if outcome == "in_progress":
-                    time.sleep(min(retry_after or 1, 0.25))
-                    continue
-                tally.error(f"outcome {outcome}", retried=False)
-                break
-            except psycopg.Error as e:
-                kind, retried = sql_error_kind(e)
-                tally.error(f"sql {kind}", retried)
-                if not retried:
-                    break
-                if conn is not None:
-                    conn.close()
-                conn = None
-                time.sleep(0.05)
-    if conn is not None:
-        conn.close()
+            else:
+                parked.append([time.monotonic() + wait, key, deadline, tries + 1])
+    session.reset()
 
 
 @reported
@@ -199,6 +231,9 @@ def main():
     parser.add_argument("--base-port", type=int, required=True, help="the provider; the services take the next 3")
     parser.add_argument("--stop-file", required=True)
     parser.add_argument("--max-seconds", type=float, default=300)
+    parser.add_argument("--max-pause", type=float, help="fail if no client got an answer for longer than this")
+    parser.add_argument("--expect-error", action="append", default=[],
+                        help="an error kind (as in the retried counts, e.g. 'sql 08006') that must have happened")
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so the finally blocks stop our children
     scope = f"ha-{args.scenario}-{secrets.token_hex(3)}"
@@ -240,6 +275,11 @@ def main():
         payments, charged = verify(args, scope, tally, failures)
         if tally.unanswered:
             failures.append(f"{len(tally.unanswered)} keys never got an answer: {tally.unanswered[:5]}")
+        if args.max_pause is not None and pause > args.max_pause:
+            failures.append(f"the longest pause, {pause:.1f} s, is over {args.max_pause} s")
+        for kind in args.expect_error:
+            if not tally.errors.get(kind):
+                failures.append(f"no client saw {kind!r}")
         if not tally.errors:
             failures.append("no client saw the fault: the scenario did not happen during the storm")
         if tally.unexpected:
