@@ -27,7 +27,8 @@ on "$work/router" "$port" -d postgres -c "CREATE EXTENSION idem_keys_proxy CASCA
 on "$work/router" "$port" -d postgres \
   -c "CREATE SERVER idem_keys_cluster FOREIGN DATA WRAPPER plproxy OPTIONS (p0 'host=127.0.0.1 port=$((port + 1)) dbname=postgres', p1 'host=127.0.0.1 port=$((port + 2)) dbname=postgres')" \
   -c "CREATE USER MAPPING FOR postgres SERVER idem_keys_cluster OPTIONS (user 'postgres')"
-# Finished keys 1..KEYS: through the router (spread over both partitions), and on partition 0 directly.
+# Finished keys 1..KEYS: through the router in scope fin (spread over both partitions), and on partition 0
+# directly in scope fin0 (fin's keys there are the router's).
 fill() { # DIR PORT SCOPE
   on "$1" "$2" -d postgres -v scope="$3" -v n="$KEYS" -v req="$BODY" -v resp="$RESP" <<'SQL' >/dev/null
 SELECT count(idem_finish(:'scope', g::text, (idem_claim(:'scope', g::text, :'req'::jsonb)).token, 201, :'resp'::jsonb))
@@ -35,14 +36,14 @@ SELECT count(idem_finish(:'scope', g::text, (idem_claim(:'scope', g::text, :'req
 SQL
 }
 fill "$work/router" "$port" fin
-fill "$work/p0" $((port + 1)) fin
+fill "$work/p0" $((port + 1)) fin0
 
 { echo '\set key random(1, 9000000000000000000)'; cat bench/scripts/idem/claim.pgbench bench/scripts/idem/finish.pgbench; } >"$work/new.pgbench"
-{ echo "\\set key random(1, $KEYS)"; echo "SELECT (idem_claim('fin', :key::text, :req::jsonb)).outcome;"; } >"$work/replay.pgbench"
-run() { # DIR PORT SCRIPT CLIENTS: prints tps
+{ echo "\\set key random(1, $KEYS)"; echo "SELECT (idem_claim(:rscope, :key::text, :req::jsonb)).outcome;"; } >"$work/replay.pgbench"
+run() { # DIR PORT SCRIPT CLIENTS REPLAY_SCOPE: prints tps
   local out
   out=$(PGOPTIONS="-c synchronous_commit=off" "$PGBENCH" -n -M prepared -h "$1" -p "$2" -U postgres -c "$4" -j $(($4 < 2 ? $4 : 2)) \
-    -T "$SECONDS_PER" -f "$work/$3.pgbench" -D scope=new -D req="$BODY" -D resp="$RESP" -D hdrs="$HDRS" postgres 2>&1)
+    -T "$SECONDS_PER" -f "$work/$3.pgbench" -D scope=new -D rscope="$5" -D req="$BODY" -D resp="$RESP" -D hdrs="$HDRS" postgres 2>&1)
   grep -q '^number of failed transactions: 0 ' <<<"$out" || { echo "$out" >&2; return 1; }
   sed -n 's/^tps = \([0-9.]*\) (without initial connection time)$/\1/p' <<<"$out"
 }
@@ -50,8 +51,8 @@ results=$work/results.tsv
 for c in $CLIENTS; do
   for ((r = 1; r <= ROUNDS; r++)); do
     for w in new replay; do
-      direct=$(run "$work/p0" $((port + 1)) "$w" "$c")
-      routed=$(run "$work/router" "$port" "$w" "$c")
+      direct=$(run "$work/p0" $((port + 1)) "$w" "$c" fin0)
+      routed=$(run "$work/router" "$port" "$w" "$c" fin)
       printf '%s\t%s\t%s\t%s\n' "$w" "$c" "$direct" "$routed" >>"$results"
       echo "round $r, $c clients, $w: direct $direct tps, through the router $routed tps"
     done
@@ -60,10 +61,11 @@ done
 python3 - "$results" <<'PY'
 import statistics, sys
 rows = [l.split("\t") for l in open(sys.argv[1]).read().split("\n") if l]
-print("\n| workload | clients | direct tps | through the router tps | router ÷ direct |\n|---|---|---|---|---|")
+print("\n| workload | clients | direct tps | through the router tps | router ÷ direct |")
+print("|---|---|---|---|---|")
 for w, c in sorted({(r[0], int(r[1])) for r in rows}, key=lambda k: (k[0] != "new", k[1])):
-    d = statistics.median(float(r[2]) for r in rows if (r[0], int(r[1])) == (w, c))
-    t = statistics.median(float(r[3]) for r in rows if (r[0], int(r[1])) == (w, c))
+    med = lambda i: statistics.median(float(r[i]) for r in rows if (r[0], int(r[1])) == (w, c))
+    d, t = med(2), med(3)
     name = {"new": "claim + finish, new key", "replay": "replay"}[w]
     print(f"| {name} | {c} | {d:,.0f} | {t:,.0f} | {t / d:.2f}× |")
 PY

@@ -28,6 +28,8 @@ rm -rf "$stage" && mkdir -p "$stage" "$out"
 # The built extension, laid out as it installs (usr/lib/postgresql/N/lib, usr/share/postgresql/N/extension).
 cargo pgrx package --pg-config "$PG_CONFIG" --out-dir "$stage/root" >/dev/null
 root="$stage/root"
+# idem_keys_proxy (SQL only, docs/scale-out.md) ships in the same package: a PL/Proxy router installs it.
+install -m 644 proxy/idem_keys_proxy.control proxy/idem_keys_proxy--*.sql "$root/usr/share/postgresql/$major/extension/"
 find "$root" -type f | sed "s|^$root/||" | sort > "$stage/files"
 
 # META.json for PGXN, from the same fields.

@@ -138,6 +138,7 @@ stage_scaleout() {
   bash tests/e2e/setup.sh
   bash scripts/python_venv.sh scaleout tests/drivers/.venv tests/drivers/requirements.txt
   bash tests/scaleout/run.sh
+  bash bench/scaleout.sh --smoke # the hop benchmark runs, so it never rots (not a measurement)
 }
 
 # The benchmark harness in smoke mode (a few seconds per contender), so it never rots. Not a measurement.
