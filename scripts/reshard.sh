@@ -13,7 +13,8 @@
 # moves to p + N: each new partition is filled from one old one. Writes pause, as failed calls that clients
 # retry (08006 through the router), from step 1 to step 5; the script prints for how long:
 #   1. the router's role may no longer log in to the old partitions, and its sessions there end;
-#   2. the moving keys are copied to their new partitions (emptied first: the router does not use them yet);
+#   2. the moving keys are copied to their new partitions (emptied before the pause: the router does not
+#      read them yet); 1 to 3 run for all old partitions at once;
 #   3. each new partition's token sequence is set past its source's, so a token from before the move never
 #      owns a key claimed after it;
 #   4. the router's server lists the new partitions: routing switches;
@@ -44,34 +45,46 @@ if [ "$have" != "$total" ]; then
     got=$(sql "${admins[$i]}" -c "SELECT extversion FROM pg_extension WHERE extname = 'idem_keys'")
     [ "$got" = "$version" ] || { echo "reshard: new partition $i runs idem_keys '$got', the router $version" >&2; exit 1; }
   done
+  # The new partitions are not read by the router yet: empty them before the pause, not during it.
+  for ((i = n; i < total; i++)); do sql "${admins[$i]}" -c "TRUNCATE idem_keys"; done
   paused_at=$(date +%s%N)
-  # 1. Pause: no new sessions of the router's role, and the open ones end (an interrupted call rolls back;
-  #    its client retries).
-  for ((i = 0; i < n; i++)); do
-    # pg_terminate_backend(pid, 5000) returns once the session is gone (or after 5 s: then false, and we stop).
+  # 1. to 3., for each old partition and its new one, all pairs at once: only partition i holds the keys that
+  #    move to i + N, so pausing i is enough to move them.
+  move() {
+    local i=$1 target=$(($1 + n)) left last expected copied
+    # 1. Pause: no new sessions of the router's role, and the open ones end (an interrupted call rolls back;
+    #    its client retries). pg_terminate_backend(pid, 5000) returns once the session is gone, or after
+    #    5 s; a session still there then stops the run.
     left=$(sql "${admins[$i]}" -v role="$role" <<'SQL'
 ALTER ROLE :"role" NOLOGIN;
-SELECT count(*) FILTER (WHERE NOT pg_terminate_backend(pid, 5000)) FROM pg_stat_activity WHERE usename = :'role' \g /dev/null
+-- A session that ends by itself between the look and the signal needs no warning.
+SET client_min_messages = error;
+SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity WHERE usename = :'role' \g /dev/null
 -- Again: a session that authenticated just before NOLOGIN may have registered after the first look.
-SELECT count(*) FILTER (WHERE NOT pg_terminate_backend(pid, 5000)) FROM pg_stat_activity WHERE usename = :'role';
+SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity WHERE usename = :'role' \g /dev/null
+-- A new statement, a new view of the sessions: none may be left.
+SELECT count(*) FROM pg_stat_activity WHERE usename = :'role';
 SQL
 )
-    [ "$left" = 0 ] || { echo "reshard: $left sessions of $role on partition $i did not end" >&2; exit 1; }
-  done
-  echo "reshard: paused: no session of $role on the old partitions ($(since))"
-  # 2. and 3. Copy, and carry the token sequence over.
-  for ((i = 0; i < n; i++)); do
-    target=$((i + n))
-    sql "${admins[$target]}" -c "TRUNCATE idem_keys"
+    [ "$left" = 0 ] || { echo "reshard: $left sessions of $role on partition $i did not end" >&2; return 1; }
+    echo "reshard: partition $i paused ($(since))"
+    # 2. Copy the moving keys; 3. carry the token sequence over, so a token from before never owns a key
+    #    claimed after; then check the count.
     sql "${admins[$i]}" -v total="$total" -v target="$target" <<<"COPY (SELECT * FROM idem_keys WHERE $moving) TO STDOUT;" \
       | sql "${admins[$target]}" -c "COPY idem_keys FROM STDIN"
-    last=$(sql "${admins[$i]}" -c "SELECT last_value FROM idem_keys_token_seq")
-    sql "${admins[$target]}" -v last="$last" <<<"SELECT setval('idem_keys_token_seq', greatest(:'last'::bigint, (SELECT last_value FROM idem_keys_token_seq)));" >/dev/null
-    copied=$(sql "${admins[$target]}" -c "SELECT count(*) FROM idem_keys")
-    expected=$(sql "${admins[$i]}" -v total="$total" -v target="$target" <<<"SELECT count(*) FROM idem_keys WHERE $moving;")
-    [ "$copied" = "$expected" ] || { echo "reshard: partition $target got $copied keys of $expected" >&2; exit 1; }
+    read -r last expected < <(sql "${admins[$i]}" -F ' ' -v total="$total" -v target="$target" \
+      <<<"SELECT (SELECT last_value FROM idem_keys_token_seq), (SELECT count(*) FROM idem_keys WHERE $moving);")
+    copied=$(sql "${admins[$target]}" -v last="$last" <<'SQL'
+SELECT setval('idem_keys_token_seq', greatest(:'last'::bigint, (SELECT last_value FROM idem_keys_token_seq))) \g /dev/null
+SELECT count(*) FROM idem_keys;
+SQL
+)
+    [ "$copied" = "$expected" ] || { echo "reshard: partition $target got $copied keys of $expected" >&2; return 1; }
     echo "reshard: $copied keys of partition $i copied to partition $target ($(since))"
-  done
+  }
+  pids=()
+  for ((i = 0; i < n; i++)); do move "$i" & pids+=($!); done
+  for pid in "${pids[@]}"; do wait "$pid" || { echo "reshard: a move failed; nothing is switched: run it again" >&2; exit 1; }; done
   # 4. Switch: one ALTER SERVER adds them all (PL/Proxy's validator refuses a count that is not a power of
   #    two). The conninfos are bound as psql variables and quoted by format().
   vars=() refs=()
