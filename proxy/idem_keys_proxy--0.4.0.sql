@@ -84,10 +84,11 @@ LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    remote boolean := message ~ '^\S+\(\d+\): \[[^]]*\] REMOTE ERROR: ';
+    -- REMOTE FATAL: the partition ended the router's session (57P01 when an operator terminates it).
+    remote boolean := message ~ '^\S+\(\d+\): \[[^]]*\] REMOTE (ERROR|FATAL): ';
 BEGIN
     IF remote THEN
-        message := regexp_replace(message, '^\S+\(\d+\): \[[^]]*\] REMOTE ERROR: ', '');
+        message := regexp_replace(message, '^\S+\(\d+\): \[[^]]*\] REMOTE (ERROR|FATAL): ', '');
         detail := regexp_replace(detail, '^Remote detail: ', '');
         hint := regexp_replace(hint, '^Remote hint: ', '');
     ELSIF state = 'XX000' AND message ~ '(could not connect|connection to server|PQconnectPoll|server closed the connection|connection lost|Connection refused|timeout)' THEN
@@ -310,9 +311,14 @@ RETURNS @extschema@.idem_result LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET client_min_messages = warning
 AS $$
-DECLARE s text; m text; d text; h text;
+DECLARE s text; m text; d text; h text; r @extschema@.idem_result;
 BEGIN
-    RETURN idem_keys_proxy.remote_lookup(scope, key);
+    -- PL/Proxy turns the partition's NULL (an unknown key) into a row of NULLs; one node answers NULL.
+    r := idem_keys_proxy.remote_lookup(scope, key);
+    IF r.outcome IS NULL THEN
+        RETURN NULL;
+    END IF;
+    RETURN r;
 EXCEPTION WHEN OTHERS THEN
     GET STACKED DIAGNOSTICS s = RETURNED_SQLSTATE, m = MESSAGE_TEXT, d = PG_EXCEPTION_DETAIL, h = PG_EXCEPTION_HINT;
     PERFORM idem_keys_proxy.reraise(s, m, d, h);

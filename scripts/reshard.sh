@@ -19,8 +19,10 @@
 #      owns a key claimed after it;
 #   4. the router's server lists the new partitions: routing switches;
 #   5. the moved keys leave the old partitions; the role may log in again.
-# A run that fails before step 4 changed nothing the router reads: run it again. After step 4, run it again
-# with the same arguments: it sees 2N partitions and does step 5 only.
+# A run that fails before step 4 changed nothing the router reads, and lets writes resume: run it again.
+# After step 4, run it again with the same arguments: it sees 2N partitions and does step 5 only.
+# Connection strings here and in the server's options are visible (ps, pg_foreign_server): no password= in
+# them; use a passfile or a service file.
 set -euo pipefail
 role=${RESHARD_ROLE:-idem_router}
 router=$1; shift
@@ -48,6 +50,13 @@ if [ "$have" != "$total" ]; then
   # The new partitions are not read by the router yet: empty them before the pause, not during it.
   for ((i = n; i < total; i++)); do sql "${admins[$i]}" -c "TRUNCATE idem_keys"; done
   paused_at=$(date +%s%N)
+  # However the run ends, writes resume: before the switch the old partitions still hold every key (the copies
+  # are ignored, and emptied by the next run); after it the router reads the new layout.
+  resume() {
+    local i
+    for ((i = 0; i < n; i++)); do sql "${admins[$i]}" -v role="$role" <<<"ALTER ROLE :\"role\" LOGIN;" >/dev/null || true; done
+  }
+  trap resume EXIT
   # 1. to 3., for each old partition and its new one, all pairs at once: only partition i holds the keys that
   #    move to i + N, so pausing i is enough to move them.
   move() {
@@ -84,7 +93,9 @@ SQL
   }
   pids=()
   for ((i = 0; i < n; i++)); do move "$i" & pids+=($!); done
-  for pid in "${pids[@]}"; do wait "$pid" || { echo "reshard: a move failed; nothing is switched: run it again" >&2; exit 1; }; done
+  failed=0
+  for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
+  ((failed == 0)) || { echo "reshard: a move failed; nothing is switched, writes resume: run it again" >&2; exit 1; }
   # 4. Switch: one ALTER SERVER adds them all (PL/Proxy's validator refuses a count that is not a power of
   #    two). The conninfos are bound as psql variables and quoted by format().
   vars=() refs=()

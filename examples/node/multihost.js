@@ -51,5 +51,8 @@ export function poolConfig(url) {
       return undefined;
     }
   }
-  return { connectionString: oneHost(candidates[0]), Client: FailoverClient, ...timeout };
+  // The pool's timeout covers a whole connect(), which may try every host in turn: give it all their time.
+  const pooled = timeout.connectionTimeoutMillis
+    ? { connectionTimeoutMillis: timeout.connectionTimeoutMillis * candidates.length + 1000 } : {};
+  return { connectionString: oneHost(candidates[0]), Client: FailoverClient, ...pooled };
 }

@@ -73,8 +73,10 @@ stop_all() {
   done
   return 0
 }
+storm_pid=""
 on_exit() {
   local rc=$?
+  if [ -n "$storm_pid" ]; then kill -TERM "$storm_pid" 2>/dev/null || true; wait "$storm_pid" 2>/dev/null || true; fi
   if ((rc)); then
     on_monitor "SELECT nodename, reportedstate, goalstate FROM pgautofailover.node ORDER BY nodeid" 2>/dev/null || true
     for log in "$base"/node1.log "$base"/node2.log "$base"/storm/*.log; do
@@ -166,12 +168,12 @@ sweeper_check() { # the sweeper runs on the primary, and not on the standby
 # --- The scenarios: a storm around each fault, the checks after it.
 mkdir -p "$base/storm"
 scenario() { # scenario NAME FAULT-FUNCTION
-  local name=$1 fault=$2 old new storm_pid
+  local name=$1 fault=$2 old new
   old=$(primary_node)
   rm -f "$base/storm/stop"
   timeout --kill-after=10 400 examples/python/.venv/bin/python -B tests/failover/storm.py --scenario "$name" \
     --database-url "$app_url" --workdir "$base/storm" --base-port "$http_port" --stop-file "$base/storm/stop" &
-  storm_pid=$!
+  storm_pid=$! # global: on_exit stops a storm that a failed check left running
   sleep 8 # the storm reaches full speed
   echo "ha ($name): fault on the primary node$old at $(date +%T)"
   "$fault" "$old"
@@ -180,7 +182,8 @@ scenario() { # scenario NAME FAULT-FUNCTION
   echo "ha ($name): settled at $(date +%T): $(formation)"
   sleep 8 # the storm runs on against the settled formation
   touch "$base/storm/stop"
-  wait "$storm_pid" || fail "($name) the storm's checks failed"
+  wait "$storm_pid" || { storm_pid=""; fail "($name) the storm's checks failed"; }
+  storm_pid=""
   sweeper_check "$new"
 }
 

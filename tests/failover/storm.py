@@ -252,9 +252,10 @@ def main():
             service.start()
             services.append(service)
             service.wait_listening(args.base_port + offset)
-        threads = [threading.Thread(target=sql_client, args=(args.database_url, scope, i, stop, tally))
+        # Daemon threads: a SIGTERM (the test failed elsewhere) ends the process without waiting for them.
+        threads = [threading.Thread(target=sql_client, args=(args.database_url, scope, i, stop, tally), daemon=True)
                    for i in range(SQL_CLIENTS)]
-        threads += [threading.Thread(target=http_client,
+        threads += [threading.Thread(target=http_client, daemon=True,
                                      args=(name, args.base_port + offset, scope, i, stop, tally))
                     for offset, name in enumerate(SERVICES, start=1) for i in range(HTTP_CLIENTS_PER_SERVICE)]
         start = time.monotonic()

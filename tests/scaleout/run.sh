@@ -16,9 +16,12 @@ port=${SCALEOUT_PORT:-25810} http_port=${SCALEOUT_HTTP_PORT:-25880}
 work=$(mktemp -d /tmp/idem-scale.XXXXXX)
 chmod 755 "$work"
 partitions=(0 1 2 3)
+storm=""
 # The frozen 0.3.0 install script, for the partition that starts one release behind.
 install -m 644 sql/idem_keys--0.3.0.sql "$("${PG_CONFIG:-/usr/bin/pg_config}" --sharedir)/extension/"
 cleanup() {
+  # A storm still running (a check failed while it ran) stops first: it holds ports and child processes.
+  if [ -n "$storm" ]; then kill -TERM "$storm" 2>/dev/null || true; wait "$storm" 2>/dev/null || true; fi
   bash scripts/cluster.sh stop "$work/router"
   for i in "${partitions[@]}"; do bash scripts/cluster.sh stop "$work/p$i"; done
   rm -rf "$work"
@@ -130,6 +133,7 @@ bash scripts/cluster.sh start "$work/p2" $((port + 3))
 sleep 6
 touch "$work/storm/stop"
 wait "$storm" || fail "the storm across a stopped partition failed its checks"
+storm=""
 # 5. Resharding from 2 to 4 partitions under a retry storm (database reshard: its own router database and
 #    server, on the same four servers).
 echo "scaleout: resharding 2 -> 4 partitions under a retry storm"
@@ -141,9 +145,14 @@ rs -c "CREATE SERVER idem_keys_cluster FOREIGN DATA WRAPPER plproxy OPTIONS (p0 
   -c "CREATE USER MAPPING FOR postgres SERVER idem_keys_cluster OPTIONS (user 'idem_router')"
 rs_url="postgres://postgres@127.0.0.1:$port/reshard"
 # A claim whose key moves (to partition 2 or 3), with a short lease: after the move its token must still fence.
-read -r fenced token < <(rs -F ' ' -c "SELECT k, (idem_claim('fence', k, '{}'::jsonb, lease => '2 seconds')).token
-  FROM (SELECT 'k' || n AS k FROM generate_series(1, 100) AS n
-         WHERE (idem_keys_proxy.route('fence', 'k' || n)::bigint & 3) >= 2 LIMIT 1) AS s")
+# Its partition's sequence goes far ahead first, so that only carrying the sequence over (reshard.sh step 3)
+# gives the recovering claim a newer token; the storm alone would not draw that many.
+read -r fenced from < <(rs -F ' ' -c "SELECT k, (idem_keys_proxy.route('fence', k)::bigint & 1)
+  FROM (SELECT 'k' || n AS k FROM generate_series(1, 100) AS n) AS s
+ WHERE (idem_keys_proxy.route('fence', k)::bigint & 3) >= 2 LIMIT 1")
+on "$work/p$from" $((port + 1 + from)) -d reshard -c "SELECT setval('idem_keys_token_seq', 1000000)" >/dev/null
+token=$(rs -c "SELECT (idem_claim('fence', '$fenced', '{}'::jsonb, lease => '2 seconds')).token")
+((token > 1000000)) || fail "the fenced claim's token $token is not from the advanced sequence"
 mkdir -p "$work/reshard-storm"
 timeout --kill-after=10 400 examples/python/.venv/bin/python -B tests/failover/storm.py --scenario reshard \
   --database-url "$rs_url" --workdir "$work/reshard-storm" --base-port $((http_port + 20)) \
@@ -156,6 +165,7 @@ bash scripts/reshard.sh "$rs_url" "${admins[@]}" -- "$(conn 2)" "$(conn 3)"
 sleep 6
 touch "$work/reshard-storm/stop"
 wait "$storm" || fail "the storm across the resharding failed its checks"
+storm=""
 # Every key on exactly one partition, the one the router routes it to; the new partitions hold keys.
 placed=""
 for i in "${partitions[@]}"; do
