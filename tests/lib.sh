@@ -1,4 +1,4 @@
-# Shared by the shell test suites (crash, worker, lifecycle): source it after setting `suite`.
+# Shared by the shell test suites (crash, worker, lifecycle, failover, scaleout): source it after setting `suite`.
 # sql_at DIR PORT ARGS...: psql against the throwaway cluster in DIR, quiet, unaligned, stopping on error.
 sql_at() { local dir=$1 port=$2; shift 2; psql -X -q -At -v ON_ERROR_STOP=1 -h "$dir" -p "$port" -U postgres "$@"; }
 fail() { echo "$suite: FAILED: $*" >&2; exit 1; }
@@ -10,3 +10,16 @@ poll() {
     sleep 0.1
   done
 }
+# wait_until SECONDS COMMAND...: runs COMMAND every 0.1 s until it succeeds; false after SECONDS.
+wait_until() {
+  local deadline=$((SECONDS + $1)); shift
+  until "$@" >/dev/null 2>&1; do ((SECONDS < deadline)) || return 1; sleep 0.1; done
+}
+# processes_in DIR: the pids of the processes whose working directory is DIR (a server's processes all run in
+# its data directory).
+processes_in() {
+  local pid want; want=$(realpath "$1")
+  for pid in /proc/[0-9]*; do [ "$(readlink -f "$pid/cwd" 2>/dev/null)" != "$want" ] || echo "${pid#/proc/}"; done
+}
+no_process_in() { [ -z "$(processes_in "$1")" ]; }
+kill_processes_in() { local pid; for pid in $(processes_in "$1"); do kill -9 "$pid" 2>/dev/null || true; done; }

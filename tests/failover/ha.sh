@@ -13,6 +13,7 @@
 # Needs the extension installed (release build) and tests/e2e/setup.sh. Every wait is bounded.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+suite=ha; source tests/lib.sh
 export PG_CONFIG=${PG_CONFIG:-/usr/bin/pg_config}
 bin=$("$PG_CONFIG" --bindir)
 mport=${HA_PORT:-25601} http_port=${HA_HTTP_PORT:-25680}
@@ -42,22 +43,6 @@ keeper_kill() { # keeper_kill NAME: SIGKILL the agent's whole session
 postmaster_pid() { head -1 "$base/$1/postmaster.pid" 2>/dev/null; }
 on_monitor() { psql -X -q -At -h 127.0.0.1 -p "$mport" -U autoctl_node -d pg_auto_failover -c "$1"; }
 on_node() { psql -X -q -At -h 127.0.0.1 -p "${ports[$1]}" -U postgres -d shop -v ON_ERROR_STOP=1 -c "$2"; }
-fail() { echo "ha: FAILED: $*" >&2; exit 1; }
-wait_until() { # wait_until SECONDS COMMAND...: polls every 0.2 s
-  local deadline=$((SECONDS + $1)); shift
-  until "$@" >/dev/null 2>&1; do ((SECONDS < deadline)) || return 1; sleep 0.2; done
-}
-no_process_in() { # no_process_in DIR: no process runs with DIR as its working directory (a server's all do)
-  local pid want; want=$(realpath "$1")
-  for pid in /proc/[0-9]*; do [ "$(readlink -f "$pid/cwd" 2>/dev/null)" != "$want" ] || return 1; done
-}
-
-kill_processes_in() { # kill_processes_in DIR: SIGKILL whatever still runs there (a server's processes all do)
-  local pid want; want=$(realpath "$1")
-  for pid in /proc/[0-9]*; do
-    [ "$(readlink -f "$pid/cwd" 2>/dev/null)" != "$want" ] || kill -9 "${pid#/proc/}" 2>/dev/null || true
-  done
-}
 
 stop_all() {
   local name

@@ -10,6 +10,7 @@
 # installed. Bounded: every wait below has a limit.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+suite=phantom; source tests/lib.sh
 bin=$("${PG_CONFIG:-/usr/bin/pg_config}" --bindir)
 export PG_CONFIG=${PG_CONFIG:-/usr/bin/pg_config}
 pport=${FAILOVER_PORT:-25491} sport=$((${FAILOVER_PORT:-25491} + 1))
@@ -31,8 +32,7 @@ on_exit() {
   rm -rf "$base"
 }
 trap on_exit EXIT
-fail() { echo "phantom: FAILED: $*" >&2; exit 1; }
-on() { local dir=$1 port=$2; shift 2; psql -X -q -At -h "$dir" -p "$port" -U postgres -v ON_ERROR_STOP=1 "$@"; }
+on() { sql_at "$@"; }
 p() { on "$primary" "$pport" "$@"; }
 s() { on "$standby" "$sport" "$@"; }
 # sqlstate DIR PORT SQL: the SQLSTATE the statement ends with (00000 when it succeeds), under a 3 s timeout.
@@ -42,16 +42,6 @@ sqlstate() {
   grep -oP 'ERROR:\s+\K[0-9A-Z]{5}' <<<"$out" | tail -1 || echo "none ($out)"
 }
 claim_sql() { echo "SELECT (idem_claim('ha', '$1', '{\"amount\": 1}'::jsonb)).outcome"; }
-wait_until() { # wait_until SECONDS COMMAND...: polls every 0.1 s
-  local deadline=$((SECONDS + $1)); shift
-  until "$@" >/dev/null 2>&1; do ((SECONDS < deadline)) || return 1; sleep 0.1; done
-}
-
-no_process_in() { # no_process_in DIR: no process runs with DIR as its working directory (a server's all do)
-  local pid want; want=$(realpath "$1")
-  for pid in /proc/[0-9]*; do [ "$(readlink -f "$pid/cwd" 2>/dev/null)" != "$want" ] || return 1; done
-}
-
 setup() { # setup PRELOAD(on|off)
   stop_all
   rm -rf "$primary" "$standby"

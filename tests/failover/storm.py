@@ -22,13 +22,9 @@ import psycopg
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests/e2e"))
+from attack import SERVICES  # noqa: E402  (the three example services, as the e2e attack starts them)
 from harness import Process, Provider, pay  # noqa: E402
 
-SERVICES = {
-    "go": [str(REPO / "examples/go/bin/payments")],
-    "python": [str(REPO / "examples/python/.venv/bin/python"), str(REPO / "examples/python/app.py")],
-    "node": ["node", str(REPO / "examples/node/server.js")],
-}
 SQL_CLIENTS = 4
 HTTP_CLIENTS_PER_SERVICE = 2
 LEASE = "2s"  # a cut-off owner's key is recovered two seconds later

@@ -12,6 +12,7 @@
 # Needs the extension and idem_keys_proxy installed, tests/e2e/setup.sh and the drivers' setup. Bounded.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+suite=scaleout; source tests/lib.sh
 port=${SCALEOUT_PORT:-25810} http_port=${SCALEOUT_HTTP_PORT:-25880}
 work=$(mktemp -d /tmp/idem-scale.XXXXXX)
 chmod 755 "$work"
@@ -27,8 +28,7 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-fail() { echo "scaleout: FAILED: $*" >&2; exit 1; }
-on() { local dir=$1 p=$2; shift 2; psql -X -q -At -h "$dir" -p "$p" -U postgres -v ON_ERROR_STOP=1 "$@"; }
+on() { sql_at "$@"; }
 router() { on "$work/router" "$port" -d shop "$@"; }
 part() { local i=$1; shift; on "$work/p$i" $((port + 1 + i)) -d shop "$@"; }
 
