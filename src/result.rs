@@ -1,7 +1,7 @@
 //! The `idem_result` composite every verb returns.
 //!
-//! The row type is looked up once per call site (FmgrInfo.fn_extra, the cache PL/pgSQL uses too) from the
-//! function's declared result type, so it is right in whatever schema CREATE EXTENSION put it.
+//! The row type is the calling expression's result type, read from the type cache, so it is right in
+//! whatever schema CREATE EXTENSION put it.
 
 use crate::direct::row::{Answer, Checkpoint};
 use pgrx::prelude::*;
@@ -75,22 +75,23 @@ impl Fields {
     }
 }
 
-/// The call's result row descriptor, cached in the call site's fn_extra for the life of the query.
+/// The call's result row descriptor: the type cache's, by the calling expression's result type. fn_extra
+/// would keep it for one execution only (the executor builds each execution's call site anew, so a prepared
+/// statement's every call paid a catalog lookup and two descriptor copies); the type cache keeps it for the
+/// backend, and follows ALTER TYPE. A call without an expression (fmgr from C code) asks the catalog.
 fn result_tupdesc(fcinfo: pg_sys::FunctionCallInfo) -> PgTupleDesc<'static> {
-    // SAFETY: fcinfo is this call's; fn_extra and fn_mcxt belong to the call site and live as long as it.
+    // SAFETY: fcinfo is this call's. The type cache's descriptor is reference-counted: PgTupleDesc::from_pg
+    // releases it when the tuple is formed; the catalog's is a copy in the call's memory context.
     unsafe {
-        let flinfo = (*fcinfo).flinfo;
-        if (*flinfo).fn_extra.is_null() {
-            let mut tupdesc: pg_sys::TupleDesc = std::ptr::null_mut();
-            let kind = pg_sys::get_call_result_type(fcinfo, std::ptr::null_mut(), &mut tupdesc);
-            if kind != pg_sys::TypeFuncClass::TYPEFUNC_COMPOSITE {
-                pgrx::error!("idem_keys: function must return the composite idem_result");
-            }
-            let old = pg_sys::MemoryContextSwitchTo((*flinfo).fn_mcxt);
-            let kept = pg_sys::BlessTupleDesc(pg_sys::CreateTupleDescCopy(tupdesc));
-            pg_sys::MemoryContextSwitchTo(old);
-            (*flinfo).fn_extra = kept.cast();
+        let rettype = pg_sys::get_fn_expr_rettype((*fcinfo).flinfo);
+        if rettype != pg_sys::InvalidOid && rettype != pg_sys::RECORDOID {
+            return PgTupleDesc::from_pg(pg_sys::lookup_rowtype_tupdesc(rettype, -1));
         }
-        PgTupleDesc::from_pg_unchecked((*flinfo).fn_extra.cast())
+        let mut tupdesc: pg_sys::TupleDesc = std::ptr::null_mut();
+        let kind = pg_sys::get_call_result_type(fcinfo, std::ptr::null_mut(), &mut tupdesc);
+        if kind != pg_sys::TypeFuncClass::TYPEFUNC_COMPOSITE {
+            pgrx::error!("idem_keys: function must return the composite idem_result");
+        }
+        PgTupleDesc::from_pg_is_copy(pg_sys::BlessTupleDesc(tupdesc))
     }
 }
