@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
-# A/B of two variants of the new-key cycle (claim + finish) on one throwaway PostgreSQL 15: pairs of pgbench
-# runs in alternating order (A B, B A, …), so neither side always runs first. Prints each run and the
-# median and mean of the per-pair ratios A ÷ B. For gaps too small for the full bench's three rounds.
+# A/B of two variants of one workload on one throwaway PostgreSQL 15: pairs of pgbench runs in alternating
+# order (A B, B A, …), so neither side always runs first. Prints each run and the median and mean of the
+# per-pair ratios A ÷ B. For gaps too small for the full bench's three rounds.
 #   bash bench/ab.sh                      idem_keys vs hand-written SQL, 1 client, 10 pairs of 4 s
 # Knobs (environment):
+#   AB_WORKLOAD                newkey (default): claim + finish of a new key, by contender;
+#                              replay: `SELECT (idem_claim(…)).outcome` of one of 100,000 finished keys (issue
+#                              19's form), lookup: the same with idem_lookup; for these two a side is idem, or
+#                              floor (`SELECT 1`)
 #   AB_A, AB_B                 contenders: sql, plpgsql or idem (default idem, sql)
 #   AB_A_OPTIONS, AB_B_OPTIONS extra PGOPTIONS for each side, e.g. "-c idem_keys.direct_path=off"
 #   AB_A_SQL, AB_B_SQL         SQL run as the superuser before each run of that side (e.g. an ALTER FUNCTION)
@@ -31,10 +35,28 @@ use_lib() { # use_lib FILE: installs FILE as the library new backends load
 start_server ab "${AB_PORT:-25442}" "shared_buffers = 1GB"
 [ -z "${installed:-}" ] ||
   trap 'use_lib "$installed"; rm -rf "$(dirname "$installed")"; bash scripts/cluster.sh stop "$dir"; rm -rf "$dir"' EXIT
-for c in "$A" "$B"; do
-  { echo '\set key random(1, 9000000000000000000)'; cat "bench/scripts/$c/claim.pgbench" "bench/scripts/$c/finish.pgbench"; } \
-    >"$dir/$c.pgbench"
-done
+WORKLOAD=${AB_WORKLOAD:-newkey}
+scope=new
+case $WORKLOAD in
+  newkey)
+    for c in "$A" "$B"; do
+      { echo '\set key random(1, 9000000000000000000)'; cat "bench/scripts/$c/claim.pgbench" "bench/scripts/$c/finish.pgbench"; } \
+        >"$dir/$c.pgbench"
+    done
+    ;;
+  replay | lookup)
+    scope=fin
+    sql -v req="$BODY" -v resp="$RESP" -v hdrs="$HDRS" <<'SQL'
+CALL bench.populate('public.idem_keys', 'finished', 'fin', 1, 100000, :'req', :'resp', :'hdrs');
+VACUUM ANALYZE public.idem_keys;
+SQL
+    call='idem_claim(:scope, :key::text, :req::jsonb)'
+    [ "$WORKLOAD" = replay ] || call='idem_lookup(:scope, :key::text)'
+    printf '%s\nSELECT (%s).outcome;\n' '\set key random(1, 100000)' "$call" >"$dir/idem.pgbench"
+    echo 'SELECT 1;' >"$dir/floor.pgbench"
+    ;;
+  *) echo "AB_WORKLOAD: newkey, replay or lookup" >&2; exit 2 ;;
+esac
 
 # run SIDE CONTENDER OPTIONS SETUP_SQL [LIBRARY]: one run, printed as "SIDE tps"
 run() {
@@ -42,13 +64,13 @@ run() {
   [ -z "${5:-}" ] || use_lib "$5"
   [ -z "$4" ] || sql -c "$4" >/dev/null
   out=$(PGOPTIONS="-c synchronous_commit=$SYNC $3" "$PGBENCH" -n -M prepared -h "$dir" -p "$PORT" -U postgres \
-    -c "$CLIENTS" -j "$CLIENTS" -T "$SECS" -f "$dir/$2.pgbench" -D scope=new -D req="$BODY" -D resp="$RESP" \
+    -c "$CLIENTS" -j "$CLIENTS" -T "$SECS" -f "$dir/$2.pgbench" -D scope=$scope -D req="$BODY" -D resp="$RESP" \
     -D hdrs="$HDRS" postgres 2>&1) || { echo "$out" >&2; exit 1; }
   grep -q '^number of failed transactions: 0 ' <<<"$out" || { echo "$out" >&2; exit 1; }
   echo "$1 $(sed -n 's/^tps = \([0-9.]*\) (without initial connection time)$/\1/p' <<<"$out")"
 }
 echo "=== A/B: A = $A ${AB_A_OPTIONS:-} ${AB_A_SQL:+(after: $AB_A_SQL)}; B = $B ${AB_B_OPTIONS:-} ${AB_B_SQL:+(after: $AB_B_SQL)}"
-echo "=== $CLIENTS client(s), synchronous_commit = $SYNC, $PAIRS pairs of $SECS s runs"
+echo "=== $WORKLOAD, $CLIENTS client(s), synchronous_commit = $SYNC, $PAIRS pairs of $SECS s runs"
 for ((p = 1; p <= PAIRS; p++)); do
   if ((p % 2)); then
     run A "$A" "${AB_A_OPTIONS:-}" "${AB_A_SQL:-}" "${AB_A_LIB:-}"; run B "$B" "${AB_B_OPTIONS:-}" "${AB_B_SQL:-}" "${AB_B_LIB:-}"

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Instructions per call (issue 19): the backend that serves a 1-client pgbench runs under callgrind, so
+# every layer's cost is an exact instruction count instead of a sample share. Compares the SELECT 1 floor,
+# a replay (issue 19's outcome form) and idem_lookup, each over the bench's finished keys.
+#   bash bench/callgrind_replay.sh [replay|lookup|floor] [transactions]   default replay, 20000
+#   CG_KEEP=FILE keeps callgrind's output there (for callgrind_annotate --tree=both), CG_LINES=N lines shown.
+# Prints instructions per transaction for the whole backend and callgrind_annotate's inclusive view
+# (per transaction: Ir ÷ transactions); installs valgrind if missing. Instructions are not time (cache
+# misses and the kernel are not in them): pgbench ratios (make bench) stay the measure of speed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/pg_major.sh
+source bench/common.sh
+what=${1:-replay}
+n=${2:-20000}
+command -v valgrind >/dev/null || bash scripts/apt_install.sh callgrind valgrind
+bin=$("${PG_CONFIG:-/usr/bin/pg_config}" --bindir)
+start_server cg 25497 "synchronous_commit = off" "shared_buffers = 256MB" "autovacuum = off"
+sql -v req="$BODY" -v resp="$RESP" -v hdrs="$HDRS" <<'SQL'
+CALL bench.populate('public.idem_keys', 'finished', 'fin', 1, 10000, :'req', :'resp', :'hdrs');
+VACUUM ANALYZE public.idem_keys;
+SQL
+bash scripts/cluster.sh stop "$dir"
+# The postmaster runs under callgrind; its forked backends inherit it, each with its own output file.
+sudo -u postgres valgrind --tool=callgrind --callgrind-out-file="$dir/cg.%p" --collect-atstart=no \
+  --toggle-collect=PostgresMain \
+  "$bin/postgres" -D "$dir/data" >"$dir/valgrind.log" 2>&1 &
+for _ in $(seq 1 120); do sql -c 'SELECT 1' >/dev/null 2>&1 && break; sleep 1; done
+case $what in
+  replay) echo 'SELECT (idem_claim(:scope, :key::text, :req::jsonb)).outcome;' ;;
+  lookup) echo 'SELECT (idem_lookup(:scope, :key::text)).outcome;' ;;
+  floor) echo 'SELECT 1;' ;;
+  *) echo "usage: $0 [replay|lookup|floor] [transactions]" >&2; exit 2 ;;
+esac | { echo '\set key random(1, 10000)'; cat; } >"$dir/script.sql"
+"$PGBENCH" -n -M prepared -h "$dir" -p "$PORT" -U postgres -c 1 -j 1 -t "$n" -D scope=fin -D req="$BODY" \
+  -f "$dir/script.sql" postgres | grep -E '^tps'
+bash scripts/cluster.sh stop "$dir"
+for _ in $(seq 1 60); do pgrep -u postgres -f "valgrind.*$dir" >/dev/null || break; sleep 1; done
+# The backend that served pgbench did the most work.
+out=$(for f in "$dir"/cg.*; do echo "$(grep -m1 '^summary:' "$f" | awk '{print $2}') $f"; done | sort -rn | head -1)
+ir=${out%% *}
+file=${out#* }
+[ -n "${CG_KEEP:-}" ] && cp "$file" "$CG_KEEP"
+echo "instructions per transaction in PostgresMain (the session, its start included): $((ir / n))"
+callgrind_annotate --inclusive=yes --threshold=99.5 "$file" 2>/dev/null |
+  awk -v n="$n" '/^ *[0-9,]+ .*:/ { v = $1; gsub(",", "", v); $1 = ""; printf "%9.0f %s\n", v / n, $0 }' |
+  head -"${CG_LINES:-90}"
