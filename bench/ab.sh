@@ -6,9 +6,9 @@
 # Knobs (environment):
 #   AB_WORKLOAD                newkey (default): claim + finish of a new key, by contender;
 #                              replay: `SELECT (idem_claim(…)).outcome` of one of 100,000 finished keys (issue
-#                              19's form), lookup: the same with idem_lookup; for these two a side is idem, or
-#                              floor (`SELECT 1`)
-#   AB_A, AB_B                 contenders: sql, plpgsql or idem (default idem, sql)
+#                              19's form), lookup: the same with idem_lookup
+#   AB_A, AB_B                 contenders: for newkey sql, plpgsql or idem (default idem, sql); for replay and
+#                              lookup idem or floor (`SELECT 1`; default idem, floor)
 #   AB_A_OPTIONS, AB_B_OPTIONS extra PGOPTIONS for each side, e.g. "-c idem_keys.direct_path=off"
 #   AB_A_SQL, AB_B_SQL         SQL run as the superuser before each run of that side (e.g. an ALTER FUNCTION)
 #   AB_A_LIB, AB_B_LIB         a library installed as $libdir/idem_keys.so before each run of that side (removed
@@ -19,7 +19,16 @@
 # Needs the extension installed (make install).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-A=${AB_A:-idem} B=${AB_B:-sql}
+WORKLOAD=${AB_WORKLOAD:-newkey}
+A=${AB_A:-idem}
+case $WORKLOAD in
+  newkey) B=${AB_B:-sql} allowed=" sql plpgsql idem " ;;
+  replay | lookup) B=${AB_B:-floor} allowed=" idem floor " ;;
+  *) echo "AB_WORKLOAD: newkey, replay or lookup" >&2; exit 2 ;;
+esac
+for c in "$A" "$B"; do
+  [[ "$allowed" == *" $c "* ]] || { echo "ab.sh: AB_WORKLOAD=$WORKLOAD takes contenders${allowed% }; not $c" >&2; exit 2; }
+done
 CLIENTS=${AB_CLIENTS:-1} PAIRS=${AB_PAIRS:-10} SECS=${AB_SECONDS:-4} SYNC=${AB_SYNC:-off}
 source bench/common.sh
 
@@ -35,7 +44,6 @@ use_lib() { # use_lib FILE: installs FILE as the library new backends load
 start_server ab "${AB_PORT:-25442}" "shared_buffers = 1GB"
 [ -z "${installed:-}" ] ||
   trap 'use_lib "$installed"; rm -rf "$(dirname "$installed")"; bash scripts/cluster.sh stop "$dir"; rm -rf "$dir"' EXIT
-WORKLOAD=${AB_WORKLOAD:-newkey}
 scope=new
 case $WORKLOAD in
   newkey)
@@ -55,7 +63,6 @@ SQL
     printf '%s\nSELECT (%s).outcome;\n' '\set key random(1, 100000)' "$call" >"$dir/idem.pgbench"
     echo 'SELECT 1;' >"$dir/floor.pgbench"
     ;;
-  *) echo "AB_WORKLOAD: newkey, replay or lookup" >&2; exit 2 ;;
 esac
 
 # run SIDE CONTENDER OPTIONS SETUP_SQL [LIBRARY]: one run, printed as "SIDE tps"

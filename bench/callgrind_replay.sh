@@ -15,6 +15,7 @@ what=${1:-replay}
 n=${2:-20000}
 command -v valgrind >/dev/null || bash scripts/apt_install.sh callgrind valgrind
 bin=$("${PG_CONFIG:-/usr/bin/pg_config}" --bindir)
+as_postgres() { if [ "$(id -un)" = postgres ]; then "$@"; else sudo -u postgres "$@"; fi; }
 start_server cg 25497 "synchronous_commit = off" "shared_buffers = 256MB" "autovacuum = off"
 sql -v req="$BODY" -v resp="$RESP" -v hdrs="$HDRS" <<'SQL'
 CALL bench.populate('public.idem_keys', 'finished', 'fin', 1, 10000, :'req', :'resp', :'hdrs');
@@ -22,7 +23,7 @@ VACUUM ANALYZE public.idem_keys;
 SQL
 bash scripts/cluster.sh stop "$dir"
 # The postmaster runs under callgrind; its forked backends inherit it, each with its own output file.
-sudo -u postgres valgrind --tool=callgrind --callgrind-out-file="$dir/cg.%p" --collect-atstart=no \
+as_postgres valgrind --tool=callgrind --callgrind-out-file="$dir/cg.%p" --collect-atstart=no \
   --toggle-collect=PostgresMain \
   "$bin/postgres" -D "$dir/data" >"$dir/valgrind.log" 2>&1 &
 for _ in $(seq 1 120); do sql -c 'SELECT 1' >/dev/null 2>&1 && break; sleep 1; done
@@ -37,11 +38,11 @@ esac | { echo '\set key random(1, 10000)'; cat; } >"$dir/script.sql"
 bash scripts/cluster.sh stop "$dir"
 for _ in $(seq 1 60); do pgrep -u postgres -f "valgrind.*$dir" >/dev/null || break; sleep 1; done
 # The backend that served pgbench did the most work.
-out=$(for f in "$dir"/cg.*; do echo "$(grep -m1 '^summary:' "$f" | awk '{print $2}') $f"; done | sort -rn | head -1)
+out=$(for f in "$dir"/cg.*; do echo "$(grep -m1 '^summary:' "$f" | awk '{print $2}') $f"; done | sort -rn | sed -n 1p)
 ir=${out%% *}
 file=${out#* }
 [ -n "${CG_KEEP:-}" ] && cp "$file" "$CG_KEEP"
 echo "instructions per transaction in PostgresMain (the session, its start included): $((ir / n))"
 callgrind_annotate --inclusive=yes --threshold=99.5 "$file" 2>/dev/null |
   awk -v n="$n" '/^ *[0-9,]+ .*:/ { v = $1; gsub(",", "", v); $1 = ""; printf "%9.0f %s\n", v / n, $0 }' |
-  head -"${CG_LINES:-90}"
+  sed -n "1,${CG_LINES:-90}p"

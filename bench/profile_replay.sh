@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Where a replay's time goes (issue 19), two views:
+# Where a replay's time goes (issue 19), three views:
 # * 1 client (default): perf on the one backend that serves a 1-client pgbench replaying the bench's
 #   finished keys (its request and ~200-byte answer, bench/common.sh), call graphs by DWARF (Debian's
 #   PostgreSQL has no frame pointers), children included: perf's children view of the backend.
@@ -36,6 +36,7 @@ bench=$!
 sleep 3
 if [ -n "${PROFILE_STAT:-}" ]; then
   backends=$(sql -c "SELECT string_agg(pid::text, ',') FROM pg_stat_activity WHERE application_name = 'pgbench'")
+  [ -n "$backends" ] || { echo "profile_replay.sh: no pgbench backend found" >&2; exit 1; }
   perf stat -e task-clock -p "$backends" -o "$dir/backends.stat" -- sleep 4 >/dev/null 2>&1 &
   stat=$!
   perf stat -e task-clock -p "$bench" -o "$dir/pgbench.stat" -- sleep 4 >/dev/null 2>&1
@@ -54,7 +55,7 @@ if [ "$clients" -eq 1 ]; then
   perf record -F 1000 --call-graph dwarf,16384 -p "$pid" -o "$dir/perf.data" -- sleep 6 >/dev/null 2>&1
   wait "$bench"
   grep -E '^tps' "$dir/pgbench.out"
-  perf report -i "$dir/perf.data" --children --sort sym --stdio 2>/dev/null | grep -E '^ +[0-9]' | head -120
+  perf report -i "$dir/perf.data" --children --sort sym --stdio 2>/dev/null | grep -E '^ +[0-9]' | sed -n '1,120p'
   exit 0
 fi
 perf record -a -F "$freq" -o "$dir/perf.data" -- sleep 6 >/dev/null 2>&1
@@ -67,8 +68,8 @@ n=$((tps * 6))
 echo "transactions during the 6 s recording: about $n"
 perf report -i "$dir/perf.data" --sort comm,dso --stdio -F overhead,sample,comm,dso 2>/dev/null |
   awk -v n="$n" -v f="$freq" '/^ +[0-9.]+%/ && $2 > 0 { printf "%8.2f µs  %-12s %s\n", $2 / f * 1e6 / n, $3, $4 }' |
-  sort -rn | head -12
+  sort -rn | sed -n '1,12p'
 echo "--- the backends' top symbols (µs per transaction)"
 perf report -i "$dir/perf.data" --comm postgres --sort dso,sym --stdio -F overhead,sample,dso,sym 2>/dev/null |
   awk -v n="$n" -v f="$freq" '/^ +[0-9.]+%/ && $2 > 0 { $1 = ""; s = $2; $2 = ""; printf "%7.3f µs %s\n", s / f * 1e6 / n, $0 }' |
-  sort -rn | head -${PROFILE_LINES:-60}
+  sort -rn | sed -n "1,${PROFILE_LINES:-60}p"

@@ -81,7 +81,8 @@ impl Fields {
 /// backend, and follows ALTER TYPE. A call without an expression (fmgr from C code) asks the catalog.
 fn result_tupdesc(fcinfo: pg_sys::FunctionCallInfo) -> PgTupleDesc<'static> {
     // SAFETY: fcinfo is this call's. The type cache's descriptor is reference-counted: PgTupleDesc::from_pg
-    // releases it when the tuple is formed; the catalog's is a copy in the call's memory context.
+    // releases it when the PgHeapTuple holding it drops, after the result datum is copied out of the tuple;
+    // the catalog's is a copy in the call's memory context.
     unsafe {
         let rettype = pg_sys::get_fn_expr_rettype((*fcinfo).flinfo);
         if rettype != pg_sys::InvalidOid && rettype != pg_sys::RECORDOID {
