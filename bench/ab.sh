@@ -54,14 +54,9 @@ case $WORKLOAD in
     ;;
   replay | lookup)
     scope=fin
-    sql -v req="$BODY" -v resp="$RESP" -v hdrs="$HDRS" <<'SQL'
-CALL bench.populate('public.idem_keys', 'finished', 'fin', 1, 100000, :'req', :'resp', :'hdrs');
-VACUUM ANALYZE public.idem_keys;
-SQL
-    call='idem_claim(:scope, :key::text, :req::jsonb)'
-    [ "$WORKLOAD" = replay ] || call='idem_lookup(:scope, :key::text)'
-    printf '%s\nSELECT (%s).outcome;\n' '\set key random(1, 100000)' "$call" >"$dir/idem.pgbench"
-    echo 'SELECT 1;' >"$dir/floor.pgbench"
+    fill_finished 100000
+    read_script "$WORKLOAD" 100000 "$dir/idem.pgbench"
+    read_script floor 100000 "$dir/floor.pgbench"
     ;;
 esac
 

@@ -17,22 +17,14 @@ command -v valgrind >/dev/null || bash scripts/apt_install.sh callgrind valgrind
 bin=$("${PG_CONFIG:-/usr/bin/pg_config}" --bindir)
 as_postgres() { if [ "$(id -un)" = postgres ]; then "$@"; else sudo -u postgres "$@"; fi; }
 start_server cg 25497 "synchronous_commit = off" "shared_buffers = 256MB" "autovacuum = off"
-sql -v req="$BODY" -v resp="$RESP" -v hdrs="$HDRS" <<'SQL'
-CALL bench.populate('public.idem_keys', 'finished', 'fin', 1, 10000, :'req', :'resp', :'hdrs');
-VACUUM ANALYZE public.idem_keys;
-SQL
+fill_finished 10000
 bash scripts/cluster.sh stop "$dir"
 # The postmaster runs under callgrind; its forked backends inherit it, each with its own output file.
 as_postgres valgrind --tool=callgrind --callgrind-out-file="$dir/cg.%p" --collect-atstart=no \
   --toggle-collect=PostgresMain \
   "$bin/postgres" -D "$dir/data" >"$dir/valgrind.log" 2>&1 &
 for _ in $(seq 1 120); do sql -c 'SELECT 1' >/dev/null 2>&1 && break; sleep 1; done
-case $what in
-  replay) echo 'SELECT (idem_claim(:scope, :key::text, :req::jsonb)).outcome;' ;;
-  lookup) echo 'SELECT (idem_lookup(:scope, :key::text)).outcome;' ;;
-  floor) echo 'SELECT 1;' ;;
-  *) echo "usage: $0 [replay|lookup|floor] [transactions]" >&2; exit 2 ;;
-esac | { echo '\set key random(1, 10000)'; cat; } >"$dir/script.sql"
+read_script "$what" 10000 "$dir/script.sql"
 "$PGBENCH" -n -M prepared -h "$dir" -p "$PORT" -U postgres -c 1 -j 1 -t "$n" -D scope=fin -D req="$BODY" \
   -f "$dir/script.sql" postgres | grep -E '^tps'
 bash scripts/cluster.sh stop "$dir"

@@ -29,3 +29,25 @@ fill_expired() {
 CALL bench.populate('public.idem_keys', 'expired', 'expired', 1, :n, :'req', :'resp', :'hdrs');
 SQL
 }
+
+# fill_finished N: N finished keys of scope 'fin' (keys 1..N), each holding the bench's answer: what a
+# retry replays.
+fill_finished() {
+  sql -v n="$1" -v req="$BODY" -v resp="$RESP" -v hdrs="$HDRS" <<'SQL'
+CALL bench.populate('public.idem_keys', 'finished', 'fin', 1, :n, :'req', :'resp', :'hdrs');
+VACUUM ANALYZE public.idem_keys;
+SQL
+}
+
+# read_script replay|lookup|floor N FILE: a pgbench script over keys 1..N of scope :scope, as issue 19
+# measures: the outcome of idem_claim with :req (a replay of a finished key), of idem_lookup, or SELECT 1.
+read_script() {
+  local call
+  case $1 in
+    replay) call='SELECT (idem_claim(:scope, :key::text, :req::jsonb)).outcome;' ;;
+    lookup) call='SELECT (idem_lookup(:scope, :key::text)).outcome;' ;;
+    floor) call='SELECT 1;' ;;
+    *) echo "read_script: replay, lookup or floor, not '$1'" >&2; return 2 ;;
+  esac
+  printf '%s\n%s\n' "\\set key random(1, $2)" "$call" >"$3"
+}

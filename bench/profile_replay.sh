@@ -20,19 +20,13 @@ clients=${PROFILE_CLIENTS:-1}
 freq=999
 command -v perf >/dev/null || bash scripts/apt_install.sh profile linux-perf
 start_server prof 25498 "synchronous_commit = off"
-sql -v req="$BODY" -v resp="$RESP" -v hdrs="$HDRS" <<'SQL'
-CALL bench.populate('public.idem_keys', 'finished', 'fin', 1, 10000, :'req', :'resp', :'hdrs');
-VACUUM ANALYZE public.idem_keys;
-SQL
-case $what in
-  replay) echo 'SELECT (idem_claim(:scope, :key::text, :req::jsonb)).outcome;' ;;
-  lookup) echo 'SELECT (idem_lookup(:scope, :key::text)).outcome;' ;;
-  floor) echo 'SELECT 1;' ;;
-  *) echo "usage: $0 [replay|lookup|floor]" >&2; exit 2 ;;
-esac | { echo '\set key random(1, 10000)'; cat; } >"$dir/script.sql"
+fill_finished 10000
+read_script "$what" 10000 "$dir/script.sql"
 "$PGBENCH" -n -M prepared -h "$dir" -p "$PORT" -U postgres -c "$clients" -j "$clients" -T 12 \
   -D scope=fin -D req="$BODY" -f "$dir/script.sql" postgres >"$dir/pgbench.out" 2>&1 &
 bench=$!
+# rate: prints pgbench's tps line (to the terminal) and its whole transactions a second (to stdout).
+rate() { grep -E '^tps' "$dir/pgbench.out" >&2; sed -n 's/^tps = \([0-9]*\).*/\1/p' "$dir/pgbench.out"; }
 sleep 3
 if [ -n "${PROFILE_STAT:-}" ]; then
   backends=$(sql -c "SELECT string_agg(pid::text, ',') FROM pg_stat_activity WHERE application_name = 'pgbench'")
@@ -42,8 +36,7 @@ if [ -n "${PROFILE_STAT:-}" ]; then
   perf stat -e task-clock -p "$bench" -o "$dir/pgbench.stat" -- sleep 4 >/dev/null 2>&1
   wait "$stat"
   wait "$bench"
-  grep -E '^tps' "$dir/pgbench.out"
-  tps=$(sed -n 's/^tps = \([0-9]*\).*/\1/p' "$dir/pgbench.out")
+  tps=$(rate)
   for who in backends pgbench; do
     awk -v who="$who" -v n=$((tps * 4)) '/task-clock/ { gsub(",", "", $1); printf "on-CPU per transaction, %s: %.1f µs\n", who, $1 * 1000 / n }' \
       "$dir/$who.stat"
@@ -60,11 +53,9 @@ if [ "$clients" -eq 1 ]; then
 fi
 perf record -a -F "$freq" -o "$dir/perf.data" -- sleep 6 >/dev/null 2>&1
 wait "$bench"
-grep -E '^tps' "$dir/pgbench.out"
 # Transactions during the recording: pgbench's steady rate times its 6 s (pg_stat_database's counter is
 # flushed lazily, and not at all for SELECT 1).
-tps=$(sed -n 's/^tps = \([0-9]*\).*/\1/p' "$dir/pgbench.out")
-n=$((tps * 6))
+n=$(($(rate) * 6))
 echo "transactions during the 6 s recording: about $n"
 perf report -i "$dir/perf.data" --sort comm,dso --stdio -F overhead,sample,comm,dso 2>/dev/null |
   awk -v n="$n" -v f="$freq" '/^ +[0-9.]+%/ && $2 > 0 { printf "%8.2f µs  %-12s %s\n", $2 / f * 1e6 / n, $3, $4 }' |

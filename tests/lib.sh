@@ -23,3 +23,6 @@ processes_in() {
 }
 no_process_in() { [ -z "$(processes_in "$1")" ]; }
 kill_processes_in() { local pid; for pid in $(processes_in "$1"); do kill -9 "$pid" 2>/dev/null || true; done; }
+# stop_child PID: ends a background child of this shell (a storm a failed check left running) and reaps it;
+# nothing if PID is empty.
+stop_child() { [ -z "$1" ] || { kill -TERM "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }; }

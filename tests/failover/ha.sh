@@ -61,7 +61,7 @@ stop_all() {
 storm_pid=""
 on_exit() {
   local rc=$?
-  if [ -n "$storm_pid" ]; then kill -TERM "$storm_pid" 2>/dev/null || true; wait "$storm_pid" 2>/dev/null || true; fi
+  stop_child "$storm_pid"
   if ((rc)); then
     on_monitor "SELECT nodename, reportedstate, goalstate FROM pgautofailover.node ORDER BY nodeid" 2>/dev/null || true
     for log in "$base"/node1.log "$base"/node2.log "$base"/storm/*.log; do

@@ -22,7 +22,7 @@ storm=""
 install -m 644 sql/idem_keys--0.3.0.sql "$("${PG_CONFIG:-/usr/bin/pg_config}" --sharedir)/extension/"
 cleanup() {
   # A storm still running (a check failed while it ran) stops first: it holds ports and child processes.
-  if [ -n "$storm" ]; then kill -TERM "$storm" 2>/dev/null || true; wait "$storm" 2>/dev/null || true; fi
+  stop_child "$storm"
   bash scripts/cluster.sh stop "$work/router"
   for i in "${partitions[@]}"; do bash scripts/cluster.sh stop "$work/p$i"; done
   rm -rf "$work"
