@@ -35,6 +35,12 @@ CREATE INDEX idem_keys_expires_at_idx ON @extschema@.idem_keys (expires_at) WHER
 -- idem_stale's and idem_sweep's work list for claims whose lease ended; only unfinished rows are in it.
 CREATE INDEX idem_keys_lease_ends_at_idx ON @extschema@.idem_keys (lease_ends_at) WHERE finished_at IS NULL;
 
+-- How replays, lookups and finishes find a key (src/direct/table.rs): a hash of scope || key is one bucket page,
+-- where the primary key's descent compares text under the collation at every level (a replay's largest own
+-- cost, docs/benchmarks.md). It holds only hashes: each row it leads to is checked on scope and key. The
+-- primary key stays the arbiter of the single-winner claim (hash indexes cannot be unique).
+CREATE INDEX idem_keys_key_hash_idx ON @extschema@.idem_keys USING hash ((scope || key));
+
 -- Nobody but the owner touches the table directly: applications go through the SECURITY DEFINER functions.
 REVOKE ALL ON TABLE @extschema@.idem_keys FROM PUBLIC;
 REVOKE ALL ON SEQUENCE @extschema@.idem_keys_token_seq FROM PUBLIC;
@@ -93,6 +99,7 @@ COMMENT ON COLUMN @extschema@.idem_keys.checkpoint IS 'Last recovery point the o
 COMMENT ON COLUMN @extschema@.idem_keys.checkpoint_state IS 'State recorded with the last checkpoint, or NULL.';
 COMMENT ON INDEX @extschema@.idem_keys_pkey IS 'One row per (scope, key): the single-winner claim relies on it.';
 COMMENT ON INDEX @extschema@.idem_keys_expires_at_idx IS 'Finished keys by end of retention, for idem_sweep.';
+COMMENT ON INDEX @extschema@.idem_keys_key_hash_idx IS 'Hash of scope || key: how replays, lookups and finishes find a key, checking scope and key on the row.';
 COMMENT ON INDEX @extschema@.idem_keys_lease_ends_at_idx IS 'Unfinished keys by lease end, for idem_stale and idem_sweep.';
 COMMENT ON TYPE @extschema@.idem_result IS
     'Result of idem_claim and idem_lookup: outcome is claimed, replay, in_progress, mismatch or recovered; token is set only for claimed and recovered; checkpoint and checkpoint_state only for recovered and in_progress.';

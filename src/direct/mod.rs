@@ -16,14 +16,15 @@
 //! a redefined primary key: `table::Decline` lists them): `Table::open` then declines, with a DEBUG1
 //! message saying why, and the caller runs the statement instead.
 //!
-//! Files: `table.rs` opens the table and does its operations, `row.rs` is the row layout, `pg.rs` holds the
-//! only code that differs between PostgreSQL majors.
+//! Files: `table.rs` opens the table and does its operations, `by_key.rs` reads a row by key through one
+//! index, `row.rs` is the row layout, `pg.rs` holds the only code that differs between PostgreSQL majors.
 //!
 //! `idem_keys.direct_path = off` forces SPI everywhere (`AB_B_OPTIONS="-c idem_keys.direct_path=off"
 //! AB_B=idem bash bench/ab.sh` compares the two).
 //!
-//! A replay needs none of a write's set-up: `probe` reads the key through the primary key alone, with a
-//! `table::Reader` that opens only the table and that index, and `idem_claim` answers from it when the row
+//! A replay needs none of a write's set-up: `probe` reads the key through one index alone, with a
+//! `table::Reader` that opens only the table and that index (the hash of `scope || key`; the primary key
+//! if a DBA dropped it), and `idem_claim` answers from it when the row
 //! is a finished answer (or a mismatch); `lookup` is the same read for `idem_lookup`.
 //!
 //! Nothing here checks privileges: the callers are SECURITY DEFINER functions, the table is found by OID in
@@ -32,6 +33,7 @@
 //! checks would pass. Resources are released explicitly on the way out; on an ERROR, transaction abort releases the
 //! relations, locks and buffer pins.
 
+pub mod by_key;
 pub mod pg;
 pub mod row;
 pub mod table;
@@ -138,8 +140,8 @@ pub fn claim(
     }
 }
 
-/// A claim's first read: the key's row as a fresh snapshot sees it, through the primary key alone (a
-/// `table::Reader`), which is all a retry's replay needs. `Some(None)`: no committed row holds the key.
+/// A claim's first read: the key's row as a fresh snapshot sees it, through one index alone (a
+/// `table::Reader`: the hash of scope || key, else the primary key), which is all a retry's replay needs. `Some(None)`: no committed row holds the key.
 /// `None`: the reader declined; the full claim runs and says why.
 pub fn probe(scope: &str, key: &str, fingerprint: &[u8]) -> Option<Option<KeyRow>> {
     // SAFETY: in a transaction, inside a function call; the reader and the slot are released before return.
@@ -227,12 +229,11 @@ pub fn finish(scope: &str, key: &str, answer: &Finish) -> Option<bool> {
         let desc = (*table.rel).rd_att;
         let old = pg_sys::table_slot_create(table.rel, ptr::null_mut());
         let new = pg_sys::MakeSingleTupleTableSlot(desc, &raw const pg_sys::TTSOpsVirtual);
-        let mut keys = table.key_scan(scope, key);
         let mut stored = None;
         for _ in 0..MAX_ROUNDS {
             pgrx::check_for_interrupts!();
             let snapshot = pg_sys::GetLatestSnapshot();
-            if !table.fetch_by_key(&mut keys, snapshot, old) {
+            if !table.fetch(scope, key, snapshot, old) {
                 stored = Some(false);
                 break;
             }

@@ -3,8 +3,10 @@
 //! still exactly what sql/bootstrap.sql creates (`Table::check`); for anything else it declines and the
 //! caller runs the SPI statement, which honours whatever a DBA changed.
 
+pub use super::by_key::ReadIndex;
+use super::by_key::{fetch_by_key, is_key_hash_index, text_bytes, KeyIndex};
 use super::pg::{self, IndexUpdate};
-use super::row::{col, text, COLUMNS};
+use super::row::{col, COLUMNS};
 use crate::home;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
@@ -38,15 +40,16 @@ pub enum Decline {
     UniqueIndex,
 }
 
-/// What a full open last found the table to be: the primary key a reader may use alone, for the user the
-/// checks ran as, in the relcache generation they ran in (`home::generation`). Every change `check_table`
+/// What a full open last found the table to be: the index a reader may use alone (`KeyIndex`), for the user
+/// the checks ran as, in the relcache generation they ran in (`home::generation`). Every change `check_table`
 /// or `key_indexes` looks at (a trigger, a column, an index, row security, the owner, inheritance) updates
 /// the table's pg_class row or invalidates its relcache entry, and so bumps the generation.
 #[derive(Clone, Copy)]
 struct Verified {
     generation: u64,
     user: pg_sys::Oid,
-    pkey: pg_sys::Oid,
+    read_by: pg_sys::Oid,
+    kind: ReadIndex,
 }
 
 thread_local! {
@@ -60,13 +63,16 @@ pub struct Table {
     pub rel: pg_sys::Relation,
     caller: pg_sys::MemoryContext,
     pub sequence: pg_sys::Oid,
-    pkey: pg_sys::Relation,
+    read_by: KeyIndex,
     /// Every unique index on exactly (scope, key), the primary key first: what `INSERT … ON CONFLICT
     /// (scope, key)` infers as its arbiters. A second one is what a DBA builds to replace a bloated primary
     /// key concurrently; a racing first claim must not raise 23505 from it.
     arbiters: *mut pg_sys::List,
     estate: *mut pg_sys::EState,
     rri: *mut pg_sys::ResultRelInfo,
+    /// The hash index, moved past the end of the result relation's index arrays (`set_aside_hash`), and its
+    /// IndexInfo: this file inserts its entries itself.
+    hash: Option<(pg_sys::Relation, *mut pg_sys::IndexInfo)>,
 }
 
 pub enum Updated {
@@ -109,23 +115,30 @@ impl Table {
                 rel,
                 caller,
                 sequence: found.sequence,
-                pkey: ptr::null_mut(),
+                read_by: KeyIndex {
+                    index: ptr::null_mut(),
+                    kind: ReadIndex::Primary,
+                },
                 arbiters: ptr::null_mut(),
                 estate,
                 rri,
+                hash: None,
             };
             let indexes = match (*rri).ri_NumIndices as usize {
                 0 => &[][..],
                 n => std::slice::from_raw_parts((*rri).ri_IndexRelationDescs, n),
             };
             match key_indexes(indexes) {
-                Ok((pkey, arbiters)) => {
-                    table.pkey = pkey;
+                Ok((read_by, arbiters)) => {
+                    table.read_by = read_by;
                     table.arbiters = arbiters;
+                    if read_by.kind == ReadIndex::Hash {
+                        table.set_aside_hash(read_by.index);
+                    }
                     // Only if no invalidation arrived while the indexes were locked: the checks above may
                     // have read the table's state from before it.
                     if home::generation() == generation {
-                        remember(generation, pkey);
+                        remember(generation, read_by);
                     }
                     Ok(table)
                 }
@@ -170,6 +183,9 @@ impl Table {
     pub unsafe fn close(self) {
         unsafe {
             pg_sys::CurrentMemoryContext = self.caller;
+            if self.hash.is_some() {
+                (*self.rri).ri_NumIndices += 1;
+            }
             pg_sys::ExecCloseIndices(self.rri);
             pg_sys::FreeExecutorState(self.estate);
             pg_sys::table_close(self.rel, pg_sys::NoLock as pg_sys::LOCKMODE);
@@ -204,6 +220,9 @@ impl Table {
                 self.arbiters,
                 IndexUpdate::All,
             );
+            if !conflict {
+                self.insert_hash_entry(slot);
+            }
             pg_sys::table_tuple_complete_speculative(self.rel, slot, spec_token, !conflict);
             // Wakes anyone who waited on the token: they now see a plain row, or none.
             pg_sys::SpeculativeInsertionLockRelease(xid);
@@ -241,6 +260,10 @@ impl Table {
                             which,
                         );
                     }
+                    // A hash index is not summarizing: it needs an entry exactly when every index does.
+                    if which == IndexUpdate::All {
+                        self.insert_hash_entry(new);
+                    }
                     pg_sys::CommandCounterIncrement();
                     Updated::Done
                 }
@@ -253,35 +276,85 @@ impl Table {
         }
     }
 
+    /// Moves the hash index to the end of the result relation's index arrays and out of its count, so
+    /// that ExecInsertIndexTuples skips it: evaluating its expression there means planning and compiling
+    /// `scope || key` for every statement (a new executor state each time), some 6,000 instructions of a
+    /// claim and as many of a finish, where `insert_hash_entry` concatenates two strings. `close` puts the
+    /// count back, so ExecCloseIndices closes it with the others.
+    ///
+    /// # Safety
+    /// Opened; `hash` is one of the result relation's open indexes.
+    unsafe fn set_aside_hash(&mut self, hash: pg_sys::Relation) {
+        unsafe {
+            let rri = &mut *self.rri;
+            let last = rri.ri_NumIndices as usize - 1;
+            let descs = std::slice::from_raw_parts_mut(rri.ri_IndexRelationDescs, last + 1);
+            let infos = std::slice::from_raw_parts_mut(rri.ri_IndexRelationInfo, last + 1);
+            let at = descs
+                .iter()
+                .position(|&index| index == hash)
+                .expect("an open index");
+            descs.swap(at, last);
+            infos.swap(at, last);
+            rri.ri_NumIndices -= 1;
+            self.hash = Some((hash, infos[last]));
+        }
+    }
+
+    /// The hash index's entry for the tuple in `slot` (just inserted or updated, so its TID is set): the
+    /// hash of scope || key, as the index's expression would compute it.
+    ///
+    /// # Safety
+    /// Opened; `slot` holds a row of this table that was just written.
+    unsafe fn insert_hash_entry(&self, slot: *mut pg_sys::TupleTableSlot) {
+        let Some((hash, info)) = self.hash else {
+            return;
+        };
+        unsafe {
+            pg_sys::slot_getallattrs(slot);
+            let values = std::slice::from_raw_parts((*slot).tts_values, 2);
+            let mut concatenated = text_bytes(values[col::SCOPE - 1]).to_vec();
+            concatenated.extend_from_slice(text_bytes(values[col::KEY - 1]));
+            let mut datum = [pg_sys::Datum::from(pg_sys::cstring_to_text_with_len(
+                concatenated.as_ptr().cast(),
+                concatenated.len() as i32,
+            ))];
+            let mut isnull = [false];
+            pg_sys::index_insert(
+                hash,
+                datum.as_mut_ptr(),
+                isnull.as_mut_ptr(),
+                &mut (*slot).tts_tid,
+                self.rel,
+                pg_sys::IndexUniqueCheck::UNIQUE_CHECK_NO,
+                false,
+                info,
+            );
+        }
+    }
+
     /// The version of the key's row `snapshot` sees, into `slot`.
     ///
     /// # Safety
     /// The table is open; `slot` is a slot of this table.
-    pub unsafe fn fetch_by_key(
+    pub unsafe fn fetch(
         &self,
-        keys: &mut [pg_sys::ScanKeyData; 2],
+        scope: &str,
+        key: &str,
         snapshot: pg_sys::Snapshot,
         slot: *mut pg_sys::TupleTableSlot,
     ) -> bool {
-        unsafe { fetch_by_key(self.rel, self.pkey, keys, snapshot, slot) }
-    }
-
-    /// Equality scan keys on the primary key (scope, key), with the index's collations.
-    ///
-    /// # Safety
-    /// The table is open.
-    pub unsafe fn key_scan(&self, scope: &str, key: &str) -> [pg_sys::ScanKeyData; 2] {
-        unsafe { key_scan(self.pkey, scope, key) }
+        unsafe { fetch_by_key(self.rel, self.read_by, scope, key, snapshot, slot) }
     }
 }
 
-/// The table and its primary key, opened for one read by key: what a replay and a lookup need, without the
-/// executor state and the other indexes a write opens. It opens only a table whose shape a full
+/// The table and the one index a read by key goes through (`ReadIndex`), opened for one read: what a replay
+/// and a lookup need, without the executor state and the other indexes a write opens. It opens only a table whose shape a full
 /// `Table::open` verified since the relcache last reported a change to it; otherwise it runs the same
 /// checks itself first, with its own lock mode (a lookup on a hot standby may take no write lock).
 pub struct Reader {
     pub rel: pg_sys::Relation,
-    pkey: pg_sys::Relation,
+    read_by: KeyIndex,
 }
 
 impl Reader {
@@ -292,25 +365,28 @@ impl Reader {
             let (rel, _, generation) = open_relation(lock)?;
             let verified = match VERIFIED.get() {
                 Some(v) if v.generation == generation && v.user == pg_sys::GetUserId() => {
-                    Ok(v.pkey)
+                    Ok((v.read_by, v.kind))
                 }
                 _ => check_table(rel).and_then(|()| verify_indexes(rel, lock)),
             };
-            let pkey = match verified {
-                Ok(pkey) => pg_sys::index_open(pkey, lock),
+            let read_by = match verified {
+                Ok((oid, kind)) => KeyIndex {
+                    index: pg_sys::index_open(oid, lock),
+                    kind,
+                },
                 Err(why) => {
                     pg_sys::table_close(rel, pg_sys::NoLock as pg_sys::LOCKMODE);
                     return Err(why);
                 }
             };
-            let reader = Reader { rel, pkey };
+            let reader = Reader { rel, read_by };
             // Locking the index may have processed more (a unique index being built concurrently): then
             // leave this call to the full path, which checks again.
             if home::generation() != generation {
                 reader.close();
                 return Err(Decline::NotFound);
             }
-            remember(generation, pkey);
+            remember(generation, read_by);
             Ok(reader)
         }
     }
@@ -326,10 +402,13 @@ impl Reader {
         snapshot: pg_sys::Snapshot,
         slot: *mut pg_sys::TupleTableSlot,
     ) -> bool {
-        unsafe {
-            let mut keys = key_scan(self.pkey, scope, key);
-            fetch_by_key(self.rel, self.pkey, &mut keys, snapshot, slot)
-        }
+        unsafe { fetch_by_key(self.rel, self.read_by, scope, key, snapshot, slot) }
+    }
+
+    /// Which index the reader reads through. For the tests.
+    #[cfg(any(test, feature = "pg_test"))]
+    pub fn kind(&self) -> ReadIndex {
+        self.read_by.kind
     }
 
     /// Closes the index and the table; their locks are kept until the transaction ends.
@@ -338,7 +417,7 @@ impl Reader {
     /// Called once, with the reader open.
     pub unsafe fn close(self) {
         unsafe {
-            pg_sys::index_close(self.pkey, pg_sys::NoLock as pg_sys::LOCKMODE);
+            pg_sys::index_close(self.read_by.index, pg_sys::NoLock as pg_sys::LOCKMODE);
             pg_sys::table_close(self.rel, pg_sys::NoLock as pg_sys::LOCKMODE);
         }
     }
@@ -373,37 +452,39 @@ unsafe fn open_relation(
     }
 }
 
-/// Records that the table, as of `generation`, passed every check for the current user, with `pkey` as
-/// its primary key.
+/// Records that the table, as of `generation`, passed every check for the current user, with `read_by` as
+/// the index its reads by key go through.
 ///
 /// # Safety
-/// `pkey` is an open index.
-unsafe fn remember(generation: u64, pkey: pg_sys::Relation) {
+/// `read_by` is open.
+unsafe fn remember(generation: u64, read_by: KeyIndex) {
     unsafe {
         VERIFIED.set(Some(Verified {
             generation,
             user: pg_sys::GetUserId(),
-            pkey: (*(*pkey).rd_index).indexrelid,
+            read_by: (*(*read_by.index).rd_index).indexrelid,
+            kind: read_by.kind,
         }));
     }
 }
 
-/// `key_indexes` for a reader: opens every index of the table with `lock`, and returns the primary key's
-/// OID if the direct path may use the table.
+/// `key_indexes` for a reader: opens every index of the table with `lock`, and returns the OID of the index
+/// reads by key go through, if the direct path may use the table.
 ///
 /// # Safety
 /// `rel` is open with `lock`.
 unsafe fn verify_indexes(
     rel: pg_sys::Relation,
     lock: pg_sys::LOCKMODE,
-) -> Result<pg_sys::Oid, Decline> {
+) -> Result<(pg_sys::Oid, ReadIndex), Decline> {
     unsafe {
         let oids = pg_sys::RelationGetIndexList(rel);
         let count = if oids.is_null() { 0 } else { (*oids).length };
         let indexes: Vec<pg_sys::Relation> = (0..count)
             .map(|i| pg_sys::index_open(pg_sys::list_nth_oid(oids, i), lock))
             .collect();
-        let verdict = key_indexes(&indexes).map(|(pkey, _)| (*(*pkey).rd_index).indexrelid);
+        let verdict = key_indexes(&indexes)
+            .map(|(read_by, _)| ((*(*read_by.index).rd_index).indexrelid, read_by.kind));
         for index in indexes {
             pg_sys::index_close(index, pg_sys::NoLock as pg_sys::LOCKMODE);
         }
@@ -411,18 +492,39 @@ unsafe fn verify_indexes(
     }
 }
 
-/// Finds the primary key among the table's open indexes, checks its shape, and lists the arbiters (see
-/// `Table::arbiters`), in the executor's memory context.
+/// Whether `index` is the hash index a full open found in this relcache generation: nothing the shape
+/// check reads can have changed since, so it need not copy the index's expression again.
+///
+/// # Safety
+/// `index` is an open index relation.
+unsafe fn verified_hash(index: pg_sys::Relation) -> bool {
+    unsafe {
+        VERIFIED.get().is_some_and(|v| {
+            v.kind == ReadIndex::Hash
+                && v.read_by == (*(*index).rd_index).indexrelid
+                && v.generation == home::generation()
+        })
+    }
+}
+
+/// Finds the primary key among the table's open indexes, checks its shape, picks the index reads by key go
+/// through (the hash index if there is one of its shape, else the primary key), and lists the arbiters
+/// (see `Table::arbiters`), in the executor's memory context.
 ///
 /// # Safety
 /// Every index is open.
 unsafe fn key_indexes(
     indexes: &[pg_sys::Relation],
-) -> Result<(pg_sys::Relation, *mut pg_sys::List), Decline> {
+) -> Result<(KeyIndex, *mut pg_sys::List), Decline> {
     unsafe {
         let mut pkey = ptr::null_mut();
+        let mut hash: pg_sys::Relation = ptr::null_mut();
         let mut arbiters = ptr::null_mut();
         for &index in indexes {
+            if hash.is_null() && (verified_hash(index) || is_key_hash_index(index)) {
+                hash = index;
+                continue;
+            }
             let form = &*(*index).rd_index;
             if form.indisprimary {
                 if !is_scope_key_index(index) || !form.indimmediate {
@@ -446,51 +548,18 @@ unsafe fn key_indexes(
         if pkey.is_null() {
             return Err(Decline::PrimaryKey);
         }
-        Ok((pkey, arbiters))
-    }
-}
-
-/// Equality scan keys on the primary key (scope, key), with the index's collations.
-///
-/// # Safety
-/// `pkey` is the open primary key.
-unsafe fn key_scan(pkey: pg_sys::Relation, scope: &str, key: &str) -> [pg_sys::ScanKeyData; 2] {
-    unsafe {
-        let mut keys = [pg_sys::ScanKeyData::default(); 2];
-        for (i, value) in [scope, key].into_iter().enumerate() {
-            pg_sys::ScanKeyEntryInitialize(
-                &mut keys[i],
-                0,
-                (i + 1) as pg_sys::AttrNumber,
-                pg_sys::BTEqualStrategyNumber as pg_sys::StrategyNumber,
-                pg_sys::InvalidOid,
-                *(*pkey).rd_indcollation.add(i),
-                pg_sys::Oid::from(pg_sys::F_TEXTEQ),
-                text(value),
-            );
-        }
-        keys
-    }
-}
-
-/// The version of the key's row `snapshot` sees, through the primary key, into `slot`.
-///
-/// # Safety
-/// `rel` and its primary key `pkey` are open; `slot` is a slot of `rel`.
-unsafe fn fetch_by_key(
-    rel: pg_sys::Relation,
-    pkey: pg_sys::Relation,
-    keys: &mut [pg_sys::ScanKeyData; 2],
-    snapshot: pg_sys::Snapshot,
-    slot: *mut pg_sys::TupleTableSlot,
-) -> bool {
-    unsafe {
-        let scan = pg::index_beginscan(rel, pkey, snapshot, 2);
-        pg_sys::index_rescan(scan, keys.as_mut_ptr(), 2, ptr::null_mut(), 0);
-        let found =
-            pg_sys::index_getnext_slot(scan, pg_sys::ScanDirection::ForwardScanDirection, slot);
-        pg_sys::index_endscan(scan);
-        found
+        let read_by = if hash.is_null() {
+            KeyIndex {
+                index: pkey,
+                kind: ReadIndex::Primary,
+            }
+        } else {
+            KeyIndex {
+                index: hash,
+                kind: ReadIndex::Hash,
+            }
+        };
+        Ok((read_by, arbiters))
     }
 }
 
@@ -591,13 +660,18 @@ unsafe fn touches_scope_key(index: pg_sys::Relation) -> bool {
     }
 }
 
-/// Whether a reader (a replay's first read, a lookup) would read the table as it stands now, or why not.
+/// Which index a reader (a replay's first read, a lookup) would read the table through as it stands now, or
+/// why it would not read it.
 /// For the tests.
 #[cfg(any(test, feature = "pg_test"))]
-pub fn check_read() -> Result<(), Decline> {
+pub fn check_read() -> Result<ReadIndex, Decline> {
     // SAFETY: opened and closed inside the calling transaction.
     unsafe {
-        Reader::open(pg_sys::AccessShareLock as pg_sys::LOCKMODE).map(|reader| reader.close())
+        Reader::open(pg_sys::AccessShareLock as pg_sys::LOCKMODE).map(|reader| {
+            let kind = reader.kind();
+            reader.close();
+            kind
+        })
     }
 }
 

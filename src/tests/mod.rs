@@ -115,7 +115,7 @@ mod tests {
     /// under each change are the SPI statements' (tests/pg_regress/sql/direct_declines.sql).
     #[pg_test]
     fn direct_path_declines_exactly_what_it_would_not_honour() {
-        use crate::direct::table::{check, check_read, Decline::*};
+        use crate::direct::table::{check, check_read, Decline::*, ReadIndex::Hash};
         assert_eq!(
             check(),
             Ok(1),
@@ -164,12 +164,12 @@ mod tests {
         ];
         for (change, undo, expected) in cases {
             // The reader's cached verdict is warm here; the change must reach it before any full open.
-            assert_eq!(check_read(), Ok(()), "before {change}");
+            assert_eq!(check_read(), Ok(Hash), "before {change}");
             Spi::run(change).unwrap();
-            assert_eq!(check_read(), expected.map(|_| ()), "reader: {change}");
+            assert_eq!(check_read(), expected.map(|_| Hash), "reader: {change}");
             assert_eq!(check(), expected, "{change}");
             Spi::run(undo).unwrap();
-            assert_eq!(check_read(), Ok(()), "reader: {undo}");
+            assert_eq!(check_read(), Ok(Hash), "reader: {undo}");
             assert_eq!(check(), Ok(1), "{undo}");
         }
         // An inheritance child: an UPDATE of idem_keys would reach its rows. PostgreSQL clears the parent's
@@ -188,6 +188,115 @@ mod tests {
             Err(NotPlainTable),
             "relhassubclass stays until VACUUM or ANALYZE"
         );
+    }
+
+    /// Reads by key go through the hash of scope || key that sql/ creates, and through the primary key when
+    /// that index is gone or of any other shape; either way they find exactly the key's row, also among rows
+    /// whose scope || key is the same text (the hash index's entries are equal there, the rows are not).
+    #[pg_test]
+    fn reads_by_key_use_the_hash_index_and_check_each_row() {
+        use crate::direct::table::{check_read, ReadIndex::*};
+        assert_eq!(
+            Spi::get_one::<i64>(
+                "SELECT oid::int8 FROM pg_opfamily WHERE opfname = 'text_ops' AND opfmethod = (SELECT oid FROM pg_am WHERE amname = 'hash')"
+            ),
+            Ok(Some(1995)),
+            "the text hash operator family table.rs names"
+        );
+        let fp = [7u8; 32];
+        let now = crate::store::clock_now();
+        // ('ab', 'c'), ('a', 'bc') and ('', 'abc') all concatenate to 'abc'; only the second is claimed first.
+        for (scope, key) in [("a", "bc"), ("ab", "c"), ("", "abc")] {
+            let row = crate::direct::claim(scope, key, &fp, now, now + 60_000_000, true).unwrap();
+            assert!(row.inserted, "{scope}/{key}");
+        }
+        let token_of = |scope: &str, key: &str| {
+            Spi::get_one_with_args::<i64>(
+                "SELECT token FROM idem_keys WHERE scope = $1 AND key = $2",
+                &[scope.into(), key.into()],
+            )
+            .unwrap()
+        };
+        let shapes = [
+            ("", Hash),
+            ("SELECT 'no hash index at all'", Primary),
+            ("CREATE INDEX idem_keys_key_hash_idx ON idem_keys USING hash (key)", Primary),
+            ("CREATE INDEX idem_keys_key_hash_idx ON idem_keys USING hash ((key || scope))", Primary),
+            ("CREATE INDEX idem_keys_key_hash_idx ON idem_keys USING hash ((scope || key)) WHERE scope <> 'a'", Primary),
+            ("CREATE INDEX idem_keys_key_hash_idx ON idem_keys USING hash ((scope || key COLLATE \"C\"))", Primary),
+            ("CREATE INDEX idem_keys_key_hash_idx ON idem_keys (((scope || key)))", Primary),
+            ("CREATE INDEX idem_other_name ON idem_keys USING hash ((scope || key))", Hash),
+        ];
+        for (change, expected) in shapes {
+            if !change.is_empty() {
+                // Each shape replaces the one before (sql/'s own first).
+                Spi::run("DROP INDEX IF EXISTS idem_keys_key_hash_idx").unwrap();
+                Spi::run("DROP INDEX IF EXISTS idem_other_name").unwrap();
+                Spi::run(change).unwrap();
+            }
+            assert_eq!(check_read(), Ok(expected), "{change}");
+            for (scope, key) in [("a", "bc"), ("ab", "c"), ("", "abc")] {
+                let read = crate::direct::probe(scope, key, &fp)
+                    .unwrap()
+                    .expect("the row");
+                assert_eq!(
+                    Some(read.token),
+                    token_of(scope, key),
+                    "{change}: {scope}/{key}"
+                );
+                let looked = crate::direct::lookup(scope, key).unwrap().expect("the row");
+                assert_eq!(
+                    Some(looked.token),
+                    token_of(scope, key),
+                    "{change}: {scope}/{key}"
+                );
+            }
+            assert!(
+                matches!(crate::direct::probe("abc", "", &fp), Some(None)),
+                "{change}"
+            );
+            assert!(
+                matches!(crate::direct::lookup("a", "b"), Some(None)),
+                "{change}"
+            );
+            // A finish reads the key the same way: it stores the answer on that row and no other.
+            let answer = crate::direct::Finish {
+                token: token_of("ab", "c").unwrap(),
+                finished_at: now,
+                expires_at: now + 3_600_000_000,
+                status_code: 200,
+                response: None,
+                response_bytes: None,
+                headers: None,
+            };
+            assert_eq!(
+                crate::direct::finish("a", "bc", &answer),
+                Some(false),
+                "{change}: not its token"
+            );
+            assert_eq!(
+                crate::direct::finish("ab", "c", &answer),
+                Some(true),
+                "{change}"
+            );
+            let finished = Spi::get_one::<i64>(
+                "SELECT count(*) FROM idem_keys WHERE scope IN ('a', 'ab', '') AND finished_at IS NOT NULL",
+            );
+            assert_eq!(finished, Ok(Some(1)), "{change}");
+            // The finish wrote a new version (not HOT: finished_at is in the partial indexes' predicates),
+            // and its hash entry with it: the read finds the finished row.
+            let read = crate::direct::probe("ab", "c", &fp)
+                .unwrap()
+                .expect("the row");
+            assert!(read.finished, "{change}");
+            // The index's entries as PostgreSQL's own index scan reads them: one per live row.
+            Spi::run("SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off").unwrap();
+            let indexed =
+                Spi::get_one::<i64>("SELECT count(*) FROM idem_keys WHERE scope || key = 'abc'");
+            Spi::run("RESET enable_seqscan; RESET enable_bitmapscan").unwrap();
+            assert_eq!(indexed, Ok(Some(3)), "{change}");
+            Spi::run("UPDATE idem_keys SET finished_at = NULL WHERE scope = 'ab'").unwrap();
+        }
     }
 
     #[pg_test]

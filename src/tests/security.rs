@@ -9,6 +9,9 @@ fn an_unprivileged_role_uses_the_api_but_not_the_table() {
         "DO $$ BEGIN
            IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'idem_app') THEN CREATE ROLE idem_app; END IF;
          END $$;
+         -- Two sessions granting on one schema at once: 'tuple concurrently updated'. Tests that grant
+         -- take turns (the lock lasts until this batch's implicit transaction commits).
+         SELECT pg_advisory_xact_lock(4711);
          GRANT USAGE ON SCHEMA public TO idem_app;
          SET ROLE idem_app;",
     )
@@ -102,6 +105,7 @@ fn a_callers_search_path_reaches_nothing_inside_the_functions() {
              CREATE ROLE idem_shadow_app;
            END IF;
          END $$;
+         SELECT pg_advisory_xact_lock(4711); -- see an_unprivileged_role_uses_the_api_but_not_the_table
          GRANT USAGE ON SCHEMA public TO idem_shadow_app;
          DROP SCHEMA IF EXISTS idem_shadow CASCADE;
          CREATE SCHEMA idem_shadow AUTHORIZATION idem_shadow_app;
