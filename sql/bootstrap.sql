@@ -7,8 +7,11 @@
 CREATE SEQUENCE @extschema@.idem_keys_token_seq AS bigint;
 
 CREATE TABLE @extschema@.idem_keys (
-    scope          text        NOT NULL,
-    key            text        NOT NULL,
+    -- COLLATE "C": a key is an opaque string, equal only to itself byte for byte, which every deterministic
+    -- collation agrees on. Under C the primary key compares bytes instead of calling strcoll at every level
+    -- of every descent, and a libc upgrade that changes the locale's order cannot corrupt it.
+    scope          text COLLATE "C" NOT NULL,
+    key            text COLLATE "C" NOT NULL,
     fingerprint    bytea       NOT NULL,
     token          bigint      NOT NULL,
     attempt        integer     NOT NULL,

@@ -109,7 +109,7 @@ unsafe fn hash_scan(hash: pg_sys::Relation, scope: &str, key: &str) -> pg_sys::S
 }
 
 /// Whether the row in `slot` is the key's: the same scope and key, byte for byte (which is what the
-/// primary key's default collation, deterministic, calls equal).
+/// columns' C collation calls equal).
 ///
 /// # Safety
 /// `slot` holds a row of `idem_keys`.
@@ -138,7 +138,7 @@ const TEXT_HASH_FAM_OID: pg_sys::Oid = pg_sys::Oid::from_u32(1995);
 
 /// Whether `index` is the hash index reads by key may go through: a valid hash index on the one expression
 /// `scope || key` (sql/bootstrap.sql's idem_keys_key_hash_idx, under any name), with the default text
-/// operator family and collation, and no predicate. A hash index of any other shape could lack rows, or
+/// operator family, the C collation (the columns'), and no predicate. A hash index of any other shape could lack rows, or
 /// hash something else: reads then go through the primary key.
 ///
 /// # Safety
@@ -152,7 +152,7 @@ pub unsafe fn is_key_hash_index(index: pg_sys::Relation) -> bool {
             && form.indkey.values.as_slice(1) == [0]
             && form.indisvalid
             && *(*index).rd_opfamily == TEXT_HASH_FAM_OID
-            && *(*index).rd_indcollation == pg_sys::DEFAULT_COLLATION_OID;
+            && *(*index).rd_indcollation == pg_sys::C_COLLATION_OID;
         shape
             && pg_sys::heap_attisnull(
                 (*index).rd_indextuple,

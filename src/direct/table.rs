@@ -33,7 +33,7 @@ pub enum Decline {
     /// The functions' owner (the caller inside SECURITY DEFINER) does not own the table: SPI checks privileges.
     Owner,
     /// The primary key is not exactly `(scope, key)`: two text columns in that order, default btree
-    /// operator family and collation, no INCLUDE column, no expression, no predicate, not deferrable.
+    /// operator family, the C collation, no INCLUDE column, no expression, no predicate, not deferrable.
     PrimaryKey,
     /// A unique index on scope or key other than the primary key and its exact copies: one being built
     /// concurrently, a deferrable one, or one of another shape. The statement decides what it means.
@@ -617,7 +617,8 @@ unsafe fn check_table(rel: pg_sys::Relation) -> Result<(), Decline> {
 }
 
 /// Whether `index` is the primary key's shape: a btree on exactly (scope, key), in that order, with the
-/// default text operator family and collation, no INCLUDE column, no expression, no predicate. The finish's
+/// default text operator family, the C collation (sql/bootstrap.sql's columns), no INCLUDE column, no
+/// expression, no predicate. The finish's
 /// key scan reads the primary key this way, and a conflict in such an index means the same (scope, key)
 /// that the SPI statements' `WHERE scope = $1 AND key = $2` finds.
 ///
@@ -633,7 +634,7 @@ unsafe fn is_scope_key_index(index: pg_sys::Relation) -> bool {
             && form.indkey.values.as_slice(2) == [col::SCOPE as i16, col::KEY as i16]
             && (0..2).all(|i| {
                 *(*index).rd_opfamily.add(i) == pg_sys::TEXT_BTREE_FAM_OID
-                    && *(*index).rd_indcollation.add(i) == pg_sys::DEFAULT_COLLATION_OID
+                    && *(*index).rd_indcollation.add(i) == pg_sys::C_COLLATION_OID
             });
         let tuple = (*index).rd_indextuple;
         shape

@@ -127,7 +127,7 @@ mod tests {
             ("CREATE UNIQUE INDEX idem_copy ON idem_keys (scope, key)", "DROP INDEX idem_copy", Ok(2)),
             ("CREATE UNIQUE INDEX idem_swapped ON idem_keys (key, scope)", "DROP INDEX idem_swapped", Err(UniqueIndex)),
             ("CREATE UNIQUE INDEX idem_part ON idem_keys (scope, key) WHERE scope <> ''", "DROP INDEX idem_part", Err(UniqueIndex)),
-            ("CREATE UNIQUE INDEX idem_ci ON idem_keys (scope, key COLLATE \"C\")", "DROP INDEX idem_ci", Err(UniqueIndex)),
+            ("CREATE UNIQUE INDEX idem_ci ON idem_keys (scope, key COLLATE \"POSIX\")", "DROP INDEX idem_ci", Err(UniqueIndex)),
             ("CREATE INDEX idem_plain ON idem_keys (scope, created_at)", "DROP INDEX idem_plain", Ok(1)),
             (
                 "ALTER TABLE idem_keys DROP CONSTRAINT idem_keys_pkey, ADD PRIMARY KEY (scope, key, token)",
@@ -223,7 +223,7 @@ mod tests {
             ("CREATE INDEX idem_keys_key_hash_idx ON idem_keys USING hash (key)", Primary),
             ("CREATE INDEX idem_keys_key_hash_idx ON idem_keys USING hash ((key || scope))", Primary),
             ("CREATE INDEX idem_keys_key_hash_idx ON idem_keys USING hash ((scope || key)) WHERE scope <> 'a'", Primary),
-            ("CREATE INDEX idem_keys_key_hash_idx ON idem_keys USING hash ((scope || key COLLATE \"C\"))", Primary),
+            ("CREATE INDEX idem_keys_key_hash_idx ON idem_keys USING hash ((scope || key COLLATE \"POSIX\"))", Primary),
             ("CREATE INDEX idem_keys_key_hash_idx ON idem_keys (((scope || key)))", Primary),
             ("CREATE INDEX idem_other_name ON idem_keys USING hash ((scope || key))", Hash),
         ];

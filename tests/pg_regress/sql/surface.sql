@@ -21,6 +21,11 @@ SELECT c.relname, a.grantee::regrole AS grantee, string_agg(a.privilege_type, ',
  WHERE c.relname IN ('idem_keys', 'idem_keys_token_seq') AND a.privilege_type <> 'MAINTAIN'
  GROUP BY 1, 2 ORDER BY 1, 2;
 SELECT pg_get_indexdef(indexrelid) FROM pg_index WHERE indrelid = 'idem_keys'::regclass ORDER BY 1;
+-- The table's columns: types, NOT NULLs and collations (scope and key compare as bytes).
+SELECT a.attname, format_type(a.atttypid, a.atttypmod) AS type, a.attnotnull, c.collname
+  FROM pg_attribute a LEFT JOIN pg_collation c ON c.oid = a.attcollation
+ WHERE a.attrelid = 'idem_keys'::regclass AND a.attnum > 0 AND NOT a.attisdropped
+ ORDER BY a.attnum;
 SELECT extconfig::regclass[] FROM pg_extension WHERE extname = 'idem_keys';
 -- settings exist once the library is loaded (any call, or shared_preload_libraries)
 SELECT idem_fingerprint('\x'::bytea) IS NOT NULL AS loaded;
