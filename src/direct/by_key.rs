@@ -24,6 +24,23 @@ pub struct KeyIndex {
     pub kind: ReadIndex,
 }
 
+/// How many rows of other keys a read through the hash index passes before it gives up on the index. Rows
+/// share a hash when their scope || key is the same text (('shop1', '23') and ('shop12', '3')), or by a
+/// collision of the 32-bit hash, which a client that picks its keys can provoke on purpose; past this bound
+/// the read goes through the primary key, whose cost no choice of keys changes.
+pub const MAX_OTHER_ROWS: usize = 8;
+
+/// What a read by key found.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Fetched {
+    /// The key's row, in the slot.
+    Found,
+    /// No row of the key that the snapshot sees.
+    Absent,
+    /// More than `MAX_OTHER_ROWS` rows of other keys share its hash: read through the primary key instead.
+    Crowded,
+}
+
 /// Equality scan keys on the primary key (scope, key), with the index's collations.
 ///
 /// # Safety
@@ -47,7 +64,8 @@ unsafe fn key_scan(pkey: pg_sys::Relation, scope: &str, key: &str) -> [pg_sys::S
     }
 }
 
-/// The version of the key's row `snapshot` sees, through `read_by`, into `slot`.
+/// The version of the key's row `snapshot` sees, through `read_by`, into `slot`. Never `Crowded` through
+/// the primary key.
 ///
 /// # Safety
 /// `rel` and `read_by` (one of its indexes) are open; `slot` is a slot of `rel`.
@@ -58,7 +76,7 @@ pub unsafe fn fetch_by_key(
     key: &str,
     snapshot: pg_sys::Snapshot,
     slot: *mut pg_sys::TupleTableSlot,
-) -> bool {
+) -> Fetched {
     unsafe {
         let (mut keys, count) = match read_by.kind {
             ReadIndex::Primary => (key_scan(read_by.index, scope, key), 2),
@@ -69,17 +87,23 @@ pub unsafe fn fetch_by_key(
         };
         let scan = pg::index_beginscan(rel, read_by.index, snapshot, count);
         pg_sys::index_rescan(scan, keys.as_mut_ptr(), count, ptr::null_mut(), 0);
-        let mut found = false;
+        let mut fetched = Fetched::Absent;
+        let mut others = 0;
         // The primary key gives at most one version a snapshot sees. The hash index gives every row whose
-        // scope || key hashes alike: ('ab', 'c') and ('a', 'bc') share one, and a rare collision more.
+        // scope || key hashes alike (see MAX_OTHER_ROWS).
         while pg_sys::index_getnext_slot(scan, pg_sys::ScanDirection::ForwardScanDirection, slot) {
             if read_by.kind == ReadIndex::Primary || holds_key(slot, scope, key) {
-                found = true;
+                fetched = Fetched::Found;
+                break;
+            }
+            others += 1;
+            if others > MAX_OTHER_ROWS {
+                fetched = Fetched::Crowded;
                 break;
             }
         }
         pg_sys::index_endscan(scan);
-        found
+        fetched
     }
 }
 

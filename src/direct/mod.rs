@@ -38,6 +38,7 @@ pub mod pg;
 pub mod row;
 pub mod table;
 
+use by_key::Fetched;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use row::{col, KeyRow, Row, FINISH_COLUMNS};
@@ -141,8 +142,9 @@ pub fn claim(
 }
 
 /// A claim's first read: the key's row as a fresh snapshot sees it, through one index alone (a
-/// `table::Reader`: the hash of scope || key, else the primary key), which is all a retry's replay needs. `Some(None)`: no committed row holds the key.
-/// `None`: the reader declined; the full claim runs and says why.
+/// `table::Reader`: the hash of scope || key, else the primary key), which is all a retry's replay needs.
+/// `Some(None)`: no committed row holds the key. `None`: the reader declined (the full claim runs and says
+/// why), or too many rows share the key's hash (the full claim reads it through the primary key).
 pub fn probe(scope: &str, key: &str, fingerprint: &[u8]) -> Option<Option<KeyRow>> {
     // SAFETY: in a transaction, inside a function call; the reader and the slot are released before return.
     unsafe {
@@ -157,7 +159,7 @@ pub fn probe(scope: &str, key: &str, fingerprint: &[u8]) -> Option<Option<KeyRow
             fingerprint,
         );
         reader.close();
-        Some(row)
+        row
     }
 }
 
@@ -184,11 +186,13 @@ pub fn lookup(scope: &str, key: &str) -> Option<Option<KeyRow>> {
         };
         let row = read(&reader, scope, key, snapshot, &[]);
         reader.close();
-        Some(row)
+        row
     }
 }
 
-/// The key's row as `snapshot` sees it, copied into the current memory context.
+/// The key's row as `snapshot` sees it, copied into the current memory context; `Some(None)`: no row.
+/// `None`: too many rows of other keys share its hash (`by_key::MAX_OTHER_ROWS`), so the caller leaves the
+/// read to the full path (a claim) or the SQL statement (a lookup), which go through the primary key.
 ///
 /// # Safety
 /// `reader` is open; `snapshot` stays valid during the call.
@@ -198,12 +202,14 @@ unsafe fn read(
     key: &str,
     snapshot: pg_sys::Snapshot,
     fingerprint: &[u8],
-) -> Option<KeyRow> {
+) -> Option<Option<KeyRow>> {
     unsafe {
         let slot = pg_sys::table_slot_create(reader.rel, ptr::null_mut());
-        let row = reader
-            .fetch(scope, key, snapshot, slot)
-            .then(|| Row::from_slot(slot).key_row(fingerprint));
+        let row = match reader.fetch(scope, key, snapshot, slot) {
+            Fetched::Found => Some(Some(Row::from_slot(slot).key_row(fingerprint))),
+            Fetched::Absent => Some(None),
+            Fetched::Crowded => None,
+        };
         pg_sys::ExecDropSingleTupleTableSlot(slot);
         row
     }

@@ -4,7 +4,7 @@
 //! caller runs the SPI statement, which honours whatever a DBA changed.
 
 pub use super::by_key::ReadIndex;
-use super::by_key::{fetch_by_key, is_key_hash_index, text_bytes, KeyIndex};
+use super::by_key::{fetch_by_key, is_key_hash_index, text_bytes, Fetched, KeyIndex};
 use super::pg::{self, IndexUpdate};
 use super::row::{col, COLUMNS};
 use crate::home;
@@ -64,6 +64,8 @@ pub struct Table {
     caller: pg_sys::MemoryContext,
     pub sequence: pg_sys::Oid,
     read_by: KeyIndex,
+    /// The primary key, for the reads the hash index leaves to it (`by_key::Fetched::Crowded`).
+    pkey: pg_sys::Relation,
     /// Every unique index on exactly (scope, key), the primary key first: what `INSERT … ON CONFLICT
     /// (scope, key)` infers as its arbiters. A second one is what a DBA builds to replace a bloated primary
     /// key concurrently; a racing first claim must not raise 23505 from it.
@@ -119,6 +121,7 @@ impl Table {
                     index: ptr::null_mut(),
                     kind: ReadIndex::Primary,
                 },
+                pkey: ptr::null_mut(),
                 arbiters: ptr::null_mut(),
                 estate,
                 rri,
@@ -129,7 +132,8 @@ impl Table {
                 n => std::slice::from_raw_parts((*rri).ri_IndexRelationDescs, n),
             };
             match key_indexes(indexes) {
-                Ok((read_by, arbiters)) => {
+                Ok((pkey, read_by, arbiters)) => {
+                    table.pkey = pkey;
                     table.read_by = read_by;
                     table.arbiters = arbiters;
                     if read_by.kind == ReadIndex::Hash {
@@ -333,7 +337,8 @@ impl Table {
         }
     }
 
-    /// The version of the key's row `snapshot` sees, into `slot`.
+    /// The version of the key's row `snapshot` sees, into `slot`: through the hash index, or the primary
+    /// key when too many other rows share the key's hash.
     ///
     /// # Safety
     /// The table is open; `slot` is a slot of this table.
@@ -344,7 +349,16 @@ impl Table {
         snapshot: pg_sys::Snapshot,
         slot: *mut pg_sys::TupleTableSlot,
     ) -> bool {
-        unsafe { fetch_by_key(self.rel, self.read_by, scope, key, snapshot, slot) }
+        unsafe {
+            let read_by = match fetch_by_key(self.rel, self.read_by, scope, key, snapshot, slot) {
+                Fetched::Crowded => KeyIndex {
+                    index: self.pkey,
+                    kind: ReadIndex::Primary,
+                },
+                fetched => return fetched == Fetched::Found,
+            };
+            fetch_by_key(self.rel, read_by, scope, key, snapshot, slot) == Fetched::Found
+        }
     }
 }
 
@@ -401,7 +415,7 @@ impl Reader {
         key: &str,
         snapshot: pg_sys::Snapshot,
         slot: *mut pg_sys::TupleTableSlot,
-    ) -> bool {
+    ) -> Fetched {
         unsafe { fetch_by_key(self.rel, self.read_by, scope, key, snapshot, slot) }
     }
 
@@ -484,7 +498,7 @@ unsafe fn verify_indexes(
             .map(|i| pg_sys::index_open(pg_sys::list_nth_oid(oids, i), lock))
             .collect();
         let verdict = key_indexes(&indexes)
-            .map(|(read_by, _)| ((*(*read_by.index).rd_index).indexrelid, read_by.kind));
+            .map(|(_, read_by, _)| ((*(*read_by.index).rd_index).indexrelid, read_by.kind));
         for index in indexes {
             pg_sys::index_close(index, pg_sys::NoLock as pg_sys::LOCKMODE);
         }
@@ -515,7 +529,7 @@ unsafe fn verified_hash(index: pg_sys::Relation) -> bool {
 /// Every index is open.
 unsafe fn key_indexes(
     indexes: &[pg_sys::Relation],
-) -> Result<(KeyIndex, *mut pg_sys::List), Decline> {
+) -> Result<(pg_sys::Relation, KeyIndex, *mut pg_sys::List), Decline> {
     unsafe {
         let mut pkey = ptr::null_mut();
         let mut hash: pg_sys::Relation = ptr::null_mut();
@@ -559,7 +573,7 @@ unsafe fn key_indexes(
                 kind: ReadIndex::Hash,
             }
         };
-        Ok((read_by, arbiters))
+        Ok((pkey, read_by, arbiters))
     }
 }
 

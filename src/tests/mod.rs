@@ -40,10 +40,10 @@ mod tests {
         Spi::run("SELECT idem_claim('direct', 'k', '{}'::jsonb)").unwrap();
         Spi::run("SELECT idem_finish('direct', 'k', (SELECT token FROM idem_keys WHERE scope = 'direct'), 200, '[]'::jsonb)")
             .unwrap();
+        // currval is this session's last token: the client tests draw theirs in parallel, from the same
+        // sequence (its global last value would count them too).
         let tokens_drawn_by_a_replay = || {
-            let last = || {
-                Spi::get_one::<i64>("SELECT pg_sequence_last_value('idem_keys_token_seq')").unwrap()
-            };
+            let last = || Spi::get_one::<i64>("SELECT currval('idem_keys_token_seq')").unwrap();
             let before = last();
             let outcome =
                 Spi::get_one::<String>("SELECT (idem_claim('direct', 'k', '{}'::jsonb)).outcome");
@@ -296,6 +296,80 @@ mod tests {
             Spi::run("RESET enable_seqscan; RESET enable_bitmapscan").unwrap();
             assert_eq!(indexed, Ok(Some(3)), "{change}");
             Spi::run("UPDATE idem_keys SET finished_at = NULL WHERE scope = 'ab'").unwrap();
+        }
+    }
+
+    /// Rows whose scope || key is the same text share a hash (so do rows a client crafts to collide): past
+    /// `MAX_OTHER_ROWS` of them a read goes through the primary key, and every answer stays the key's own.
+    #[pg_test]
+    fn a_crowded_hash_leaves_the_read_to_the_primary_key() {
+        use crate::direct::by_key::MAX_OTHER_ROWS;
+        let text = "0123456789abcdefghij";
+        let splits: Vec<(&str, &str)> = (0..=text.len()).map(|i| text.split_at(i)).collect();
+        let present = MAX_OTHER_ROWS + 4;
+        let fp = [7u8; 32];
+        let now = crate::store::clock_now();
+        let tokens: Vec<i64> = splits[..present]
+            .iter()
+            .map(|&(scope, key)| {
+                let row =
+                    crate::direct::claim(scope, key, &fp, now, now + 60_000_000, true).unwrap();
+                assert!(row.inserted, "{scope}/{key}");
+                row.token
+            })
+            .collect();
+        // An absent key behind more rows of its hash than the bound: the reader gives up on the index...
+        let (scope, key) = splits[present];
+        assert!(crate::direct::probe(scope, key, &fp).is_none(), "probe");
+        assert!(crate::direct::lookup(scope, key).is_none(), "lookup");
+        // ...and idem_claim and idem_lookup answer through the primary key.
+        let claimed = Spi::get_one_with_args::<String>(
+            "SELECT (idem_claim($1, $2, '{}'::jsonb)).outcome",
+            &[scope.into(), key.into()],
+        );
+        assert_eq!(claimed, Ok(Some("claimed".into())));
+        let looked = Spi::get_one_with_args::<String>(
+            "SELECT (idem_lookup($1, $2)).outcome",
+            &[scope.into(), key.into()],
+        );
+        assert_eq!(looked, Ok(Some("in_progress".into())));
+        // Now 13 rows share the hash. Whatever their order in the bucket, the scan reaches at least three of
+        // the present keys after more than MAX_OTHER_ROWS others; the rest it finds, each its own row.
+        let mut crowded = vec![];
+        for (i, &(scope, key)) in splits[..present].iter().enumerate() {
+            match crate::direct::probe(scope, key, &fp) {
+                None => crowded.push(i),
+                Some(row) => assert_eq!(row.map(|r| r.token), Some(tokens[i]), "{scope}/{key}"),
+            }
+        }
+        assert!(crowded.len() >= 3, "crowded: {crowded:?}");
+        // A finish of a crowded key (nothing moved since the probes) reads it through the primary key and
+        // stores its answer; then every other key's.
+        let order = crowded
+            .iter()
+            .copied()
+            .chain((0..present).filter(|i| !crowded.contains(i)));
+        for i in order {
+            let (scope, key) = splits[i];
+            let answer = crate::direct::Finish {
+                token: tokens[i],
+                finished_at: now,
+                expires_at: now + 3_600_000_000,
+                status_code: 200 + i as i32,
+                response: None,
+                response_bytes: None,
+                headers: None,
+            };
+            assert_eq!(
+                crate::direct::finish(scope, key, &answer),
+                Some(true),
+                "{scope}/{key}"
+            );
+            let stored = Spi::get_one_with_args::<i32>(
+                "SELECT status_code FROM idem_keys WHERE scope = $1 AND key = $2",
+                &[scope.into(), key.into()],
+            );
+            assert_eq!(stored, Ok(Some(200 + i as i32)), "{scope}/{key}");
         }
     }
 

@@ -28,6 +28,17 @@ BEGIN
     ASSERT r.outcome = 'claimed', format('new: %s', r);
     ASSERT (SELECT count(*) FROM idem_keys) = 6;
 END $$;
+-- The upgraded table is one the direct path serves (its primary key and hash index in the C collation): a
+-- replay there draws no token, where the SPI statement's insert attempt would draw one.
+DO $$
+DECLARE
+    drawn bigint := pg_sequence_last_value('idem_keys_token_seq');
+    r idem_result;
+BEGIN
+    r := idem_claim('up', 'bytes', '\x0102'::bytea);
+    ASSERT r.outcome = 'replay', format('bytes again: %s', r);
+    ASSERT pg_sequence_last_value('idem_keys_token_seq') = drawn, 'a replay of the upgraded table went to SPI';
+END $$;
 -- 0.3.0's paced sweep deletes an expired key in committed batches.
 UPDATE idem_keys SET finished_at = now() - interval '2 days', expires_at = now() - interval '1 day',
                      status_code = 200, response = '{}'

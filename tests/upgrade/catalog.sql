@@ -25,6 +25,7 @@ SELECT line FROM (
     UNION ALL
     SELECT 'column ' || r.relname || '.' || a.attnum || ' ' || a.attname || ' ' || format_type(a.atttypid, a.atttypmod)
            || CASE WHEN a.attnotnull THEN ' not null' ELSE '' END
+           || ' collation=' || coalesce(a.attcollation::regcollation::text, '-')
            || ' default=' || coalesce(pg_get_expr(ad.adbin, ad.adrelid), '-')
            || ' comment=' || coalesce(col_description(r.oid, a.attnum), '-')
       FROM member_rels r JOIN pg_attribute a ON a.attrelid = r.oid AND a.attnum > 0 AND NOT a.attisdropped
@@ -34,7 +35,9 @@ SELECT line FROM (
            || ' comment=' || coalesce(obj_description(con.oid, 'pg_constraint'), '-')
       FROM member_rels r JOIN pg_constraint con ON con.conrelid = r.oid
     UNION ALL
-    SELECT 'index ' || pg_get_indexdef(i.indexrelid) || ' comment=' || coalesce(obj_description(i.indexrelid, 'pg_class'), '-')
+    -- pg_get_indexdef leaves out a collation or operator class the column has by default: print both.
+    SELECT 'index ' || pg_get_indexdef(i.indexrelid) || ' collations=' || i.indcollation::text
+           || ' classes=' || i.indclass::text || ' comment=' || coalesce(obj_description(i.indexrelid, 'pg_class'), '-')
       FROM member_rels r JOIN pg_index i ON i.indrelid = r.oid
     UNION ALL
     SELECT 'sequence ' || r.relname || ' ' || format_type(s.seqtypid, NULL) || ' ' || s.seqstart || ' '
