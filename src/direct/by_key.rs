@@ -24,6 +24,37 @@ pub struct KeyIndex {
     pub kind: ReadIndex,
 }
 
+impl KeyIndex {
+    pub fn primary(index: pg_sys::Relation) -> KeyIndex {
+        KeyIndex {
+            index,
+            kind: ReadIndex::Primary,
+        }
+    }
+
+    pub fn hash(index: pg_sys::Relation) -> KeyIndex {
+        KeyIndex {
+            index,
+            kind: ReadIndex::Hash,
+        }
+    }
+}
+
+/// The hash index's value for a row: `scope || key`, as a text datum in the current memory context. Its
+/// scans and the entries writes insert (`Table::insert_hash_entry`) both come from here.
+pub fn hash_value(scope: &[u8], key: &[u8]) -> pg_sys::Datum {
+    let mut concatenated = Vec::with_capacity(scope.len() + key.len());
+    concatenated.extend_from_slice(scope);
+    concatenated.extend_from_slice(key);
+    // SAFETY: copies `len` bytes into a new text.
+    unsafe {
+        pg_sys::Datum::from(pg_sys::cstring_to_text_with_len(
+            concatenated.as_ptr().cast(),
+            concatenated.len() as i32,
+        ))
+    }
+}
+
 /// How many rows of other keys a read through the hash index passes before it gives up on the index. Rows
 /// share a hash when their scope || key is the same text (('shop1', '23') and ('shop12', '3')), or by a
 /// collision of the 32-bit hash, which a client that picks its keys can provoke on purpose; past this bound
@@ -114,9 +145,6 @@ pub unsafe fn fetch_by_key(
 /// `hash` is the open hash index (`is_key_hash_index`).
 unsafe fn hash_scan(hash: pg_sys::Relation, scope: &str, key: &str) -> pg_sys::ScanKeyData {
     unsafe {
-        let mut concatenated = String::with_capacity(scope.len() + key.len());
-        concatenated.push_str(scope);
-        concatenated.push_str(key);
         let mut entry = pg_sys::ScanKeyData::default();
         pg_sys::ScanKeyEntryInitialize(
             &mut entry,
@@ -126,7 +154,7 @@ unsafe fn hash_scan(hash: pg_sys::Relation, scope: &str, key: &str) -> pg_sys::S
             pg_sys::InvalidOid,
             *(*hash).rd_indcollation,
             pg_sys::Oid::from(pg_sys::F_TEXTEQ),
-            text(&concatenated),
+            hash_value(scope.as_bytes(), key.as_bytes()),
         );
         entry
     }
@@ -162,8 +190,8 @@ const TEXT_HASH_FAM_OID: pg_sys::Oid = pg_sys::Oid::from_u32(1995);
 
 /// Whether `index` is the hash index reads by key may go through: a valid hash index on the one expression
 /// `scope || key` (sql/bootstrap.sql's idem_keys_key_hash_idx, under any name), with the default text
-/// operator family, the C collation (the columns'), and no predicate. A hash index of any other shape could lack rows, or
-/// hash something else: reads then go through the primary key.
+/// operator family, the C collation (the columns'), and no predicate. A hash index of any other shape
+/// could lack rows, or hash something else: reads then go through the primary key.
 ///
 /// # Safety
 /// `index` is an open index relation.

@@ -4,7 +4,7 @@
 //! caller runs the SPI statement, which honours whatever a DBA changed.
 
 pub use super::by_key::ReadIndex;
-use super::by_key::{fetch_by_key, is_key_hash_index, text_bytes, Fetched, KeyIndex};
+use super::by_key::{fetch_by_key, hash_value, is_key_hash_index, text_bytes, Fetched, KeyIndex};
 use super::pg::{self, IndexUpdate};
 use super::row::{col, COLUMNS};
 use crate::home;
@@ -72,9 +72,9 @@ pub struct Table {
     arbiters: *mut pg_sys::List,
     estate: *mut pg_sys::EState,
     rri: *mut pg_sys::ResultRelInfo,
-    /// The hash index, moved past the end of the result relation's index arrays (`set_aside_hash`), and its
-    /// IndexInfo: this file inserts its entries itself.
-    hash: Option<(pg_sys::Relation, *mut pg_sys::IndexInfo)>,
+    /// The hash index's IndexInfo once the index (`read_by`) is moved past the end of the result relation's
+    /// index arrays (`set_aside_hash`): this file inserts its entries itself.
+    hash_info: Option<*mut pg_sys::IndexInfo>,
 }
 
 pub enum Updated {
@@ -117,15 +117,12 @@ impl Table {
                 rel,
                 caller,
                 sequence: found.sequence,
-                read_by: KeyIndex {
-                    index: ptr::null_mut(),
-                    kind: ReadIndex::Primary,
-                },
+                read_by: KeyIndex::primary(ptr::null_mut()),
                 pkey: ptr::null_mut(),
                 arbiters: ptr::null_mut(),
                 estate,
                 rri,
-                hash: None,
+                hash_info: None,
             };
             let indexes = match (*rri).ri_NumIndices as usize {
                 0 => &[][..],
@@ -187,7 +184,7 @@ impl Table {
     pub unsafe fn close(self) {
         unsafe {
             pg_sys::CurrentMemoryContext = self.caller;
-            if self.hash.is_some() {
+            if self.hash_info.is_some() {
                 (*self.rri).ri_NumIndices += 1;
             }
             pg_sys::ExecCloseIndices(self.rri);
@@ -301,7 +298,7 @@ impl Table {
             descs.swap(at, last);
             infos.swap(at, last);
             rri.ri_NumIndices -= 1;
-            self.hash = Some((hash, infos[last]));
+            self.hash_info = Some(infos[last]);
         }
     }
 
@@ -311,21 +308,19 @@ impl Table {
     /// # Safety
     /// Opened; `slot` holds a row of this table that was just written.
     unsafe fn insert_hash_entry(&self, slot: *mut pg_sys::TupleTableSlot) {
-        let Some((hash, info)) = self.hash else {
+        let Some(info) = self.hash_info else {
             return;
         };
         unsafe {
             pg_sys::slot_getallattrs(slot);
             let values = std::slice::from_raw_parts((*slot).tts_values, 2);
-            let mut concatenated = text_bytes(values[col::SCOPE - 1]).to_vec();
-            concatenated.extend_from_slice(text_bytes(values[col::KEY - 1]));
-            let mut datum = [pg_sys::Datum::from(pg_sys::cstring_to_text_with_len(
-                concatenated.as_ptr().cast(),
-                concatenated.len() as i32,
-            ))];
+            let mut datum = [hash_value(
+                text_bytes(values[col::SCOPE - 1]),
+                text_bytes(values[col::KEY - 1]),
+            )];
             let mut isnull = [false];
             pg_sys::index_insert(
-                hash,
+                self.read_by.index,
                 datum.as_mut_ptr(),
                 isnull.as_mut_ptr(),
                 &mut (*slot).tts_tid,
@@ -350,21 +345,25 @@ impl Table {
         slot: *mut pg_sys::TupleTableSlot,
     ) -> bool {
         unsafe {
-            let read_by = match fetch_by_key(self.rel, self.read_by, scope, key, snapshot, slot) {
-                Fetched::Crowded => KeyIndex {
-                    index: self.pkey,
-                    kind: ReadIndex::Primary,
-                },
-                fetched => return fetched == Fetched::Found,
+            let fetched = match fetch_by_key(self.rel, self.read_by, scope, key, snapshot, slot) {
+                Fetched::Crowded => fetch_by_key(
+                    self.rel,
+                    KeyIndex::primary(self.pkey),
+                    scope,
+                    key,
+                    snapshot,
+                    slot,
+                ),
+                fetched => fetched,
             };
-            fetch_by_key(self.rel, read_by, scope, key, snapshot, slot) == Fetched::Found
+            fetched == Fetched::Found
         }
     }
 }
 
 /// The table and the one index a read by key goes through (`ReadIndex`), opened for one read: what a replay
-/// and a lookup need, without the executor state and the other indexes a write opens. It opens only a table whose shape a full
-/// `Table::open` verified since the relcache last reported a change to it; otherwise it runs the same
+/// and a lookup need, without the executor state and the other indexes a write opens. It opens only a
+/// table whose shape a full `Table::open` verified since the relcache last reported a change to it; otherwise it runs the same
 /// checks itself first, with its own lock mode (a lookup on a hot standby may take no write lock).
 pub struct Reader {
     pub rel: pg_sys::Relation,
@@ -563,15 +562,9 @@ unsafe fn key_indexes(
             return Err(Decline::PrimaryKey);
         }
         let read_by = if hash.is_null() {
-            KeyIndex {
-                index: pkey,
-                kind: ReadIndex::Primary,
-            }
+            KeyIndex::primary(pkey)
         } else {
-            KeyIndex {
-                index: hash,
-                kind: ReadIndex::Hash,
-            }
+            KeyIndex::hash(hash)
         };
         Ok((pkey, read_by, arbiters))
     }
@@ -632,9 +625,9 @@ unsafe fn check_table(rel: pg_sys::Relation) -> Result<(), Decline> {
 
 /// Whether `index` is the primary key's shape: a btree on exactly (scope, key), in that order, with the
 /// default text operator family, the C collation (sql/bootstrap.sql's columns), no INCLUDE column, no
-/// expression, no predicate. The finish's
-/// key scan reads the primary key this way, and a conflict in such an index means the same (scope, key)
-/// that the SPI statements' `WHERE scope = $1 AND key = $2` finds.
+/// expression, no predicate. A read by key through it (no hash index, or a crowded hash value) and a
+/// conflict in such an index both mean the same (scope, key) that the SPI statements'
+/// `WHERE scope = $1 AND key = $2` finds.
 ///
 /// # Safety
 /// `index` is an open index relation.

@@ -14,6 +14,19 @@ mod tests {
     #[pg_test]
     fn noop() {}
 
+    /// A finish's answer for `token` at `now`, kept an hour, with `status_code` and no body.
+    fn answer(token: i64, now: i64, status_code: i32) -> crate::direct::Finish {
+        crate::direct::Finish {
+            token,
+            finished_at: now,
+            expires_at: now + 3_600_000_000,
+            status_code,
+            response: None,
+            response_bytes: None,
+            headers: None,
+        }
+    }
+
     #[pg_test]
     fn claim_finish_replay_in_one_transaction() {
         let outcome = Spi::get_one::<String>(
@@ -84,15 +97,7 @@ mod tests {
                 .unwrap()
                 .same_request
         );
-        let answer = crate::direct::Finish {
-            token: row.token,
-            finished_at: now,
-            expires_at: now + 3_600_000_000,
-            status_code: 201,
-            response: None,
-            response_bytes: None,
-            headers: None,
-        };
+        let answer = answer(row.token, now, 201);
         assert_eq!(crate::direct::finish("served", "k", &answer), Some(true));
         assert_eq!(
             crate::direct::finish("served", "k", &answer),
@@ -260,15 +265,7 @@ mod tests {
                 "{change}"
             );
             // A finish reads the key the same way: it stores the answer on that row and no other.
-            let answer = crate::direct::Finish {
-                token: token_of("ab", "c").unwrap(),
-                finished_at: now,
-                expires_at: now + 3_600_000_000,
-                status_code: 200,
-                response: None,
-                response_bytes: None,
-                headers: None,
-            };
+            let answer = answer(token_of("ab", "c").unwrap(), now, 200);
             assert_eq!(
                 crate::direct::finish("a", "bc", &answer),
                 Some(false),
@@ -351,15 +348,7 @@ mod tests {
             .chain((0..present).filter(|i| !crowded.contains(i)));
         for i in order {
             let (scope, key) = splits[i];
-            let answer = crate::direct::Finish {
-                token: tokens[i],
-                finished_at: now,
-                expires_at: now + 3_600_000_000,
-                status_code: 200 + i as i32,
-                response: None,
-                response_bytes: None,
-                headers: None,
-            };
+            let answer = answer(tokens[i], now, 200 + i as i32);
             assert_eq!(
                 crate::direct::finish(scope, key, &answer),
                 Some(true),
