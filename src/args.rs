@@ -147,8 +147,27 @@ impl RawJsonb {
         unsafe { pgrx::varlena::varsize_any_exhdr(self.detoasted.cast_mut_ptr()) }
     }
 
-    /// The value's `jsonb_out` text, in the current memory context.
+    /// The value's `jsonb_out` text. Written by `jsonb_text` into a buffer the backend keeps (the hot path
+    /// of every JSON claim); PostgreSQL's own `JsonbToCString` if that declines.
     pub fn with_text<R>(self, f: impl FnOnce(&[u8]) -> R) -> R {
+        // SAFETY: `detoasted` is a detoasted jsonb varlena; its data is the root container.
+        let value = unsafe {
+            let varlena = self.detoasted.cast_mut_ptr::<pg_sys::varlena>();
+            std::slice::from_raw_parts(
+                pgrx::varlena::vardata_any(varlena).cast::<u8>(),
+                self.size(),
+            )
+        };
+        // Taken out while in use: a nested call, were there one, would start a buffer of its own.
+        let mut text = JSONB_TEXT.take();
+        if crate::jsonb_text::write(value, &mut text).is_some() {
+            let result = f(&text);
+            // Keep the capacity of typical requests, not of a one-off huge one.
+            if text.capacity() <= KEPT_TEXT_CAPACITY {
+                JSONB_TEXT.set(text);
+            }
+            return result;
+        }
         // SAFETY: jsonb_out of a valid jsonb returns a palloc'd NUL-terminated string, freed after use.
         unsafe {
             let cstring = pg_sys::JsonbToCString(
@@ -161,6 +180,13 @@ impl RawJsonb {
             result
         }
     }
+}
+
+/// The largest text buffer `with_text` keeps between calls.
+const KEPT_TEXT_CAPACITY: usize = 64 * 1024;
+
+thread_local! {
+    static JSONB_TEXT: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
 }
 
 impl FromDatum for RawJsonb {

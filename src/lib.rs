@@ -2,9 +2,10 @@
 //!
 //! The DDL lives in `sql/`; each concern has its module: `api` (the SQL verbs), `store` (their statements),
 //! `direct` (the READ COMMITTED hot path of claim and finish, without SPI; `direct/pg.rs` is the crate's only
-//! PostgreSQL-version-specific code), `fingerprint`, `args` (input checks), `result` (the idem_result row),
-//! `home` (the extension's schema and objects by OID, and the pinned search_path), `replicated` (no replay a
-//! failover can take away), `guc`, `error`, and the optional sweeper: `worker` and `sweep_stats`.
+//! PostgreSQL-version-specific code), `fingerprint` (with `jsonb_text`, a request's text from its binary
+//! form), `args` (input checks), `result` (the idem_result row), `home` (the extension's schema and objects
+//! by OID, and the pinned search_path), `replicated` (no replay a failover can take away), `guc`, `error`,
+//! and the optional sweeper: `worker` and `sweep_stats`.
 
 use pgrx::prelude::*;
 
@@ -15,6 +16,7 @@ mod error;
 mod fingerprint;
 mod guc;
 mod home;
+mod jsonb_text;
 mod replicated;
 mod result;
 mod store;

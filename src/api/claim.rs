@@ -5,7 +5,7 @@ use crate::args::{self, RawJsonb};
 use crate::direct;
 use crate::direct::row::KeyRow;
 use crate::fingerprint::{self, Fingerprint};
-use crate::result::{Fields, Outcome};
+use crate::result::{Fields, IdemResult, Outcome};
 use crate::store::{self, Stmt};
 use pgrx::datum::Interval;
 use pgrx::prelude::*;
@@ -20,7 +20,7 @@ fn idem_claim_jsonb_wait(
     lease: default!(Option<Interval>, "NULL"),
     wait: default!(Option<Interval>, "'0'"),
     fcinfo: pg_sys::FunctionCallInfo,
-) -> pgrx::composite_type!('static, "idem_result") {
+) -> IdemResult {
     args::writable("idem_claim");
     let (scope, key) = args::scope_and_key("idem_claim", scope, key);
     let request = args::require(request, "idem_claim", "request");
@@ -38,7 +38,7 @@ fn idem_claim_bytea_wait(
     lease: default!(Option<Interval>, "NULL"),
     wait: default!(Option<Interval>, "'0'"),
     fcinfo: pg_sys::FunctionCallInfo,
-) -> pgrx::composite_type!('static, "idem_result") {
+) -> IdemResult {
     args::writable("idem_claim");
     let (scope, key) = args::scope_and_key("idem_claim", scope, key);
     let request = args::require(request, "idem_claim", "request");

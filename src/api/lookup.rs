@@ -4,7 +4,7 @@ use crate::api::claim::seconds_until;
 use crate::args;
 use crate::direct;
 use crate::direct::row::{Answer, Checkpoint, KeyRow};
-use crate::result::{Fields, Outcome};
+use crate::result::{Fields, IdemResult, Outcome};
 use crate::store::{self, Stmt};
 use pgrx::prelude::*;
 
@@ -16,7 +16,7 @@ fn idem_lookup(
     scope: Option<&str>,
     key: Option<&str>,
     fcinfo: pg_sys::FunctionCallInfo,
-) -> Option<pgrx::composite_type!('static, "idem_result")> {
+) -> Option<IdemResult> {
     let (scope, key) = args::scope_and_key("idem_lookup", scope, key);
     let now = store::clock_now();
     let read_directly = direct::applies_to_reads()

@@ -410,6 +410,13 @@ mod tests {
         assert_eq!(stored, Ok(Some("\"0123456\"".into())));
     }
 
+    /// The fingerprint's text of a JSON request is written from the binary value (src/jsonb_text.rs); it
+    /// must be PostgreSQL's jsonb_out text byte for byte, on every major.
+    #[pg_test]
+    fn jsonb_text_is_jsonb_out() {
+        super::jsonb_text_cases::check_all();
+    }
+
     #[pg_test]
     fn bytea_fingerprint_is_sha256() {
         let same = Spi::get_one::<bool>(
@@ -425,6 +432,7 @@ mod client;
 mod errors;
 #[cfg(test)]
 mod fingerprint_props;
+mod jsonb_text_cases;
 #[cfg(test)]
 mod races;
 #[cfg(test)]
