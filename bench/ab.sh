@@ -8,7 +8,9 @@
 #                              replay: `SELECT (idem_claim(…)).outcome` of one of 100,000 finished keys (issue
 #                              19's form), lookup: the same with idem_lookup
 #   AB_A, AB_B                 contenders: for newkey sql, plpgsql or idem (default idem, sql); for replay and
-#                              lookup idem or floor (`SELECT 1`; default idem, floor)
+#                              lookup idem or floor (`SELECT 1`; default idem, floor), or args: a replay's
+#                              parameters and the request's JSON parse without the call (what the caller's
+#                              side of a replay costs the server)
 #   AB_A_OPTIONS, AB_B_OPTIONS extra PGOPTIONS for each side, e.g. "-c idem_keys.direct_path=off"
 #   AB_A_SQL, AB_B_SQL         SQL run as the superuser before each run of that side (e.g. an ALTER FUNCTION)
 #   AB_A_LIB, AB_B_LIB         a library installed as $libdir/idem_keys.so before each run of that side (removed
@@ -23,7 +25,7 @@ WORKLOAD=${AB_WORKLOAD:-newkey}
 A=${AB_A:-idem}
 case $WORKLOAD in
   newkey) B=${AB_B:-sql} allowed=" sql plpgsql idem " ;;
-  replay | lookup) B=${AB_B:-floor} allowed=" idem floor " ;;
+  replay | lookup) B=${AB_B:-floor} allowed=" idem floor args " ;;
   *) echo "AB_WORKLOAD: newkey, replay or lookup" >&2; exit 2 ;;
 esac
 for c in "$A" "$B"; do
@@ -57,6 +59,7 @@ case $WORKLOAD in
     fill_finished 100000
     read_script "$WORKLOAD" 100000 "$dir/idem.pgbench"
     read_script floor 100000 "$dir/floor.pgbench"
+    read_script args 100000 "$dir/args.pgbench"
     ;;
 esac
 

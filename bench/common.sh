@@ -39,15 +39,17 @@ VACUUM ANALYZE public.idem_keys;
 SQL
 }
 
-# read_script replay|lookup|floor N FILE: a pgbench script over keys 1..N of scope :scope, as issue 19
-# measures: the outcome of idem_claim with :req (a replay of a finished key), of idem_lookup, or SELECT 1.
+# read_script replay|lookup|floor|args N FILE: a pgbench script over keys 1..N of scope :scope, as issue 19
+# measures: the outcome of idem_claim with :req (a replay of a finished key), of idem_lookup, or SELECT 1;
+# args is a replay's arguments alone (the same parameters and the request's JSON parse, no call).
 read_script() {
   local call
   case $1 in
     replay) call='SELECT (idem_claim(:scope, :key::text, :req::jsonb)).outcome;' ;;
     lookup) call='SELECT (idem_lookup(:scope, :key::text)).outcome;' ;;
     floor) call='SELECT 1;' ;;
-    *) echo "read_script: replay, lookup or floor, not '$1'" >&2; return 2 ;;
+    args) call='SELECT pg_catalog.jsonb_typeof(:req::jsonb), :scope::text, :key::text;' ;;
+    *) echo "read_script: replay, lookup, floor or args, not '$1'" >&2; return 2 ;;
   esac
   printf '%s\n%s\n' "\\set key random(1, $2)" "$call" >"$3"
 }
