@@ -160,14 +160,18 @@ impl RawJsonb {
         };
         // Taken out while in use: a nested call, were there one, would start a buffer of its own.
         let mut text = JSONB_TEXT.take();
-        if crate::jsonb_text::write(value, &mut text).is_some() {
-            let result = f(&text);
-            // Keep the capacity of typical requests, not of a one-off huge one.
-            if text.capacity() <= KEPT_TEXT_CAPACITY {
-                JSONB_TEXT.set(text);
-            }
-            return result;
+        let written = match crate::jsonb_text::write(value, &mut text) {
+            Some(()) => Ok(f(&text)),
+            None => Err(f),
+        };
+        // Keep the capacity of typical requests, not of a one-off huge one.
+        if text.capacity() <= KEPT_TEXT_CAPACITY {
+            JSONB_TEXT.set(text);
         }
+        let f = match written {
+            Ok(result) => return result,
+            Err(f) => f,
+        };
         // SAFETY: jsonb_out of a valid jsonb returns a palloc'd NUL-terminated string, freed after use.
         unsafe {
             let cstring = pg_sys::JsonbToCString(

@@ -7,7 +7,8 @@
 //! walks the on-disk format (src/include/utils/jsonb.h and numeric.c's layout) once, writing into a
 //! buffer the backend keeps. The output must be byte for byte `jsonb_out`'s, or fingerprints would change:
 //! `src/tests/mod.rs` compares the two on every major. Anything this does not recognise (a numeric NaN or
-//! infinity, which jsonb never stores; a truncated value) returns `None`, and the caller asks PostgreSQL.
+//! infinity, which jsonb never stores; a truncated value; a value nested deeper than `MAX_DEPTH` or larger
+//! than `MAX_VALUE_BYTES`; a big-endian machine) returns `None`, and the caller asks PostgreSQL.
 //!
 //! Pure Rust over the value's bytes (the varlena's data, after its 4-byte header); no server calls.
 
@@ -36,10 +37,23 @@ const NUMERIC_SHORT_WEIGHT_SIGN_MASK: u16 = 0x0040;
 const NUMERIC_SHORT_WEIGHT_MASK: u16 = 0x003F;
 const NUMERIC_DSCALE_MASK: u16 = 0x3FFF;
 
+/// Containers nested deeper than this are left to PostgreSQL: this walk recurses (two frames a level) where
+/// `JsonbToCString` iterates, and a server whose `max_stack_depth` was raised can store values deep enough
+/// to overflow a Rust stack, which is a crash, not an ERROR. Requests nest a few levels.
+pub const MAX_DEPTH: usize = 100;
+
+/// Values larger than this are left to PostgreSQL, whose `StringInfo` stops at 1 GB with an ERROR where a
+/// failed Rust allocation would abort the backend (escaping can make the text 6 times the value).
+pub const MAX_VALUE_BYTES: usize = 1 << 20;
+
 /// Replaces `out` with the `jsonb_out` text of the jsonb whose data (after the varlena header) is `value`.
 pub fn write(value: &[u8], out: &mut Vec<u8>) -> Option<()> {
     out.clear();
-    container(value, out)
+    // The numeric varlena headers are read in their little-endian layout.
+    if cfg!(target_endian = "big") || value.len() > MAX_VALUE_BYTES {
+        return None;
+    }
+    container(value, 0, out)
 }
 
 fn u32_at(bytes: &[u8], at: usize) -> Option<u32> {
@@ -55,10 +69,17 @@ fn int_align(offset: usize) -> usize {
 }
 
 /// One container: `{"k": v, …}`, `[v, …]`, or a root scalar's value alone (jsonb stores it as a
-/// one-element array flagged as a scalar, which jsonb_out prints without brackets).
-fn container(bytes: &[u8], out: &mut Vec<u8>) -> Option<()> {
+/// one-element array flagged as a scalar, which jsonb_out prints without brackets). `depth` is 0 for the
+/// root.
+fn container(bytes: &[u8], depth: usize, out: &mut Vec<u8>) -> Option<()> {
     let header = u32_at(bytes, 0)?;
     let count = (header & JB_CMASK) as usize;
+    // Only the root may be a scalar, an array of one (jsonb_out prints anything else oddly).
+    if depth > MAX_DEPTH
+        || (header & JB_FSCALAR != 0 && (depth > 0 || count != 1 || header & JB_FOBJECT != 0))
+    {
+        return None;
+    }
     let children = Children::new(
         bytes,
         if header & JB_FOBJECT != 0 {
@@ -81,12 +102,12 @@ fn container(bytes: &[u8], out: &mut Vec<u8>) -> Option<()> {
             string(key, out);
             out.extend_from_slice(b": ");
             let (kind, value) = children.get(count + i)?;
-            scalar_or_container(kind, value, out)?;
+            scalar_or_container(kind, value, depth, out)?;
         }
         out.push(b'}');
     } else if header & JB_FSCALAR != 0 {
         let (kind, value) = children.get(0)?;
-        scalar_or_container(kind, value, out)?;
+        scalar_or_container(kind, value, depth, out)?;
     } else {
         out.push(b'[');
         for i in 0..count {
@@ -94,7 +115,7 @@ fn container(bytes: &[u8], out: &mut Vec<u8>) -> Option<()> {
                 out.extend_from_slice(b", ");
             }
             let (kind, value) = children.get(i)?;
-            scalar_or_container(kind, value, out)?;
+            scalar_or_container(kind, value, depth, out)?;
         }
         out.push(b']');
     }
@@ -148,14 +169,14 @@ impl<'a> Children<'a> {
     }
 }
 
-fn scalar_or_container(kind: u32, child: &[u8], out: &mut Vec<u8>) -> Option<()> {
+fn scalar_or_container(kind: u32, child: &[u8], depth: usize, out: &mut Vec<u8>) -> Option<()> {
     match kind {
         JENTRY_ISSTRING => string(child, out),
         JENTRY_ISBOOL_TRUE => out.extend_from_slice(b"true"),
         JENTRY_ISBOOL_FALSE => out.extend_from_slice(b"false"),
         JENTRY_ISNULL => out.extend_from_slice(b"null"),
         JENTRY_ISNUMERIC => numeric(child, out)?,
-        JENTRY_ISCONTAINER => container(child, out)?,
+        JENTRY_ISCONTAINER => container(child, depth + 1, out)?,
         _ => return None,
     }
     Some(())

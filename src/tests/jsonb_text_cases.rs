@@ -3,6 +3,7 @@
 //! difference would change fingerprints).
 
 use pgrx::pg_sys;
+use pgrx::prelude::*;
 use std::ffi::{CStr, CString};
 
 /// Values where a formatter goes wrong: numbers of every weight and scale (short and long numeric
@@ -125,8 +126,8 @@ impl Gen {
     }
 }
 
-/// jsonb_in's value of `json`, then both texts of it.
-fn assert_same_text(json: &str) {
+/// jsonb_in's value of `json`: what `jsonb_text::write` makes of it, and PostgreSQL's `JsonbToCString` text.
+fn both_texts(json: &str) -> (Option<Vec<u8>>, Vec<u8>) {
     let input = CString::new(json).unwrap();
     // SAFETY: jsonb_in of a valid document returns a jsonb in the current memory context; both texts are
     // read from it before the transaction (the test's) ends.
@@ -149,16 +150,45 @@ fn assert_same_text(json: &str) {
         let value =
             std::slice::from_raw_parts(pgrx::varlena::vardata_any(varlena).cast::<u8>(), size);
         let mut written = Vec::new();
-        assert!(
-            crate::jsonb_text::write(value, &mut written).is_some(),
-            "declined: {json}"
-        );
-        assert_eq!(
-            String::from_utf8_lossy(&written),
-            String::from_utf8_lossy(&expected),
-            "input: {json}"
-        );
+        let written = crate::jsonb_text::write(value, &mut written).map(|()| written);
+        (written, expected)
     }
+}
+
+fn assert_same_text(json: &str) {
+    let (written, expected) = both_texts(json);
+    let written = written.unwrap_or_else(|| panic!("declined: {json}"));
+    assert_eq!(
+        String::from_utf8_lossy(&written),
+        String::from_utf8_lossy(&expected),
+        "input: {json}"
+    );
+}
+
+/// A value past a limit is declined, and its fingerprint (idem_fingerprint, the same `with_text` a claim
+/// uses) is then that of PostgreSQL's own text.
+fn assert_declined(json: &str, what: &str) {
+    assert!(both_texts(json).0.is_none(), "not declined: {what}");
+    let (fingerprint, text) = Spi::get_two_with_args::<Vec<u8>, String>(
+        "SELECT idem_fingerprint($1::jsonb), $1::jsonb::text",
+        &[json.into()],
+    )
+    .unwrap();
+    let from_text = crate::fingerprint::of_jsonb_text(text.unwrap().as_bytes());
+    assert_eq!(fingerprint.as_deref(), Some(&from_text[..]), "{what}");
+}
+
+/// The limits of the walk: nesting (it recurses, PostgreSQL iterates) and size (its buffer is not PostgreSQL's).
+pub fn check_limits() {
+    use crate::jsonb_text::{MAX_DEPTH, MAX_VALUE_BYTES};
+    let nested = |levels: usize| format!("{}1{}", "[".repeat(levels), "]".repeat(levels));
+    // The root is depth 0: MAX_DEPTH + 1 arrays reach depth MAX_DEPTH.
+    assert_same_text(&nested(MAX_DEPTH + 1));
+    assert_declined(&nested(MAX_DEPTH + 2), "one level too deep");
+    assert_declined(&nested(1_000), "1,000 levels");
+    let string = |bytes: usize| format!("[\"{}\"]", "x".repeat(bytes));
+    assert_same_text(&string(MAX_VALUE_BYTES - 64));
+    assert_declined(&string(MAX_VALUE_BYTES), "a value past MAX_VALUE_BYTES");
 }
 
 pub fn check_all() {

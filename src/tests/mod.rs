@@ -417,6 +417,12 @@ mod tests {
         super::jsonb_text_cases::check_all();
     }
 
+    /// Past its depth and size limits the walk declines, and the fingerprint is PostgreSQL's text's.
+    #[pg_test]
+    fn jsonb_text_declines_deep_and_large_values() {
+        super::jsonb_text_cases::check_limits();
+    }
+
     #[pg_test]
     fn bytea_fingerprint_is_sha256() {
         let same = Spi::get_one::<bool>(
