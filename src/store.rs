@@ -15,7 +15,7 @@
 use pgrx::prelude::*;
 use pgrx::spi::{OwnedPreparedStatement, SpiClient, SpiTupleTable};
 use pgrx::{datum::DatumWithOid, PgMemoryContexts, PgOid};
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 
 use crate::direct::row::{Answer, Checkpoint, KeyRow};
 
@@ -284,20 +284,36 @@ pub fn timestamp(table: &SpiTupleTable<'_>, ordinal: usize) -> Option<i64> {
         .map(|d| d.value() as i64)
 }
 
-/// A varlena column of the first row, copied into the memory context that called SPI.
+/// A varlena column of the first row, copied into the memory context `with_spi` was called in (the
+/// function call's), so that it outlives SPI_finish and no longer: SPI's own context hangs off the
+/// transaction's, where a copy per call would pile up until commit (a batch of claims in one transaction).
 pub fn varlena(table: &SpiTupleTable<'_>, ordinal: usize) -> Option<pg_sys::Datum> {
     let datum = table
         .get_datum_by_ordinal(ordinal)
         .unwrap_or_else(|e| spi_failed(e))?;
-    // SAFETY: inside Spi::connect the current context is SPI's, whose parent is the caller's; the datum is a
-    // non-null varlena from the current SPI tuple, and its detoasted copy outlives SPI_finish.
+    let caller = CALLER_CONTEXT
+        .get()
+        .expect("store::varlena runs inside with_spi");
+    // SAFETY: the datum is a non-null varlena from the current SPI tuple; the caller's context is live for
+    // the whole with_spi call.
     unsafe {
-        let mut outer = PgMemoryContexts::CurrentMemoryContext
-            .parent()
-            .expect("SPI runs inside a caller context");
-        Some(outer.switch_to(|_| {
+        Some(PgMemoryContexts::For(caller).switch_to(|_| {
             pg_sys::Datum::from(pg_sys::pg_detoast_datum_copy(datum.cast_mut_ptr()))
         }))
+    }
+}
+
+thread_local! {
+    // The memory context with_spi was called in, while it runs (store::varlena copies into it).
+    static CALLER_CONTEXT: Cell<Option<pg_sys::MemoryContext>> = const { Cell::new(None) };
+}
+
+/// Puts back the caller context of an enclosing with_spi, also when an ERROR unwinds.
+struct CallerContext(Option<pg_sys::MemoryContext>);
+
+impl Drop for CallerContext {
+    fn drop(&mut self) {
+        CALLER_CONTEXT.set(self.0);
     }
 }
 
@@ -373,6 +389,7 @@ pub fn with_spi<R>(f: impl FnOnce(&SpiClient<'_>) -> R) -> R {
             0,
             false,
         );
+        let _caller = CallerContext(CALLER_CONTEXT.replace(Some(pg_sys::CurrentMemoryContext)));
         let result = Spi::connect(|client| f(client));
         pg_sys::AtEOXact_GUC(true, level);
         result
