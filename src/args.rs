@@ -160,18 +160,12 @@ impl RawJsonb {
         };
         // Taken out while in use: a nested call, were there one, would start a buffer of its own.
         let mut text = JSONB_TEXT.take();
-        let written = match crate::jsonb_text::write(value, &mut text) {
-            Some(()) => Ok(f(&text)),
-            None => Err(f),
-        };
-        // Keep the capacity of typical requests, not of a one-off huge one.
-        if text.capacity() <= KEPT_TEXT_CAPACITY {
-            JSONB_TEXT.set(text);
+        if crate::jsonb_text::write(value, &mut text).is_some() {
+            let result = f(&text);
+            keep_text_buffer(text);
+            return result;
         }
-        let f = match written {
-            Ok(result) => return result,
-            Err(f) => f,
-        };
+        keep_text_buffer(text);
         // SAFETY: jsonb_out of a valid jsonb returns a palloc'd NUL-terminated string, freed after use.
         unsafe {
             let cstring = pg_sys::JsonbToCString(
@@ -188,6 +182,13 @@ impl RawJsonb {
 
 /// The largest text buffer `with_text` keeps between calls.
 const KEPT_TEXT_CAPACITY: usize = 64 * 1024;
+
+/// Gives `with_text` its buffer back: the capacity of typical requests, not of a one-off huge one.
+fn keep_text_buffer(text: Vec<u8>) {
+    if text.capacity() <= KEPT_TEXT_CAPACITY {
+        JSONB_TEXT.set(text);
+    }
+}
 
 thread_local! {
     static JSONB_TEXT: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };

@@ -43,15 +43,15 @@ impl KeyIndex {
 /// The hash index's value for a row: `scope || key`, as a text datum in the current memory context. Its
 /// scans and the entries writes insert (`Table::insert_hash_entry`) both come from here.
 pub fn hash_value(scope: &[u8], key: &[u8]) -> pg_sys::Datum {
-    let mut concatenated = Vec::with_capacity(scope.len() + key.len());
-    concatenated.extend_from_slice(scope);
-    concatenated.extend_from_slice(key);
-    // SAFETY: copies `len` bytes into a new text.
+    let size = pg_sys::VARHDRSZ + scope.len() + key.len();
+    // SAFETY: a palloc'd text of `size` bytes, its header set and both parts copied in after it.
     unsafe {
-        pg_sys::Datum::from(pg_sys::cstring_to_text_with_len(
-            concatenated.as_ptr().cast(),
-            concatenated.len() as i32,
-        ))
+        let text = pg_sys::palloc(size).cast::<pg_sys::varlena>();
+        pgrx::varlena::set_varsize_4b(text, size as i32);
+        let data = text.cast::<u8>().add(pg_sys::VARHDRSZ);
+        std::ptr::copy_nonoverlapping(scope.as_ptr(), data, scope.len());
+        std::ptr::copy_nonoverlapping(key.as_ptr(), data.add(scope.len()), key.len());
+        pg_sys::Datum::from(text)
     }
 }
 

@@ -363,8 +363,9 @@ impl Table {
 
 /// The table and the one index a read by key goes through (`ReadIndex`), opened for one read: what a replay
 /// and a lookup need, without the executor state and the other indexes a write opens. It opens only a
-/// table whose shape a full `Table::open` verified since the relcache last reported a change to it; otherwise it runs the same
-/// checks itself first, with its own lock mode (a lookup on a hot standby may take no write lock).
+/// table whose shape a full `Table::open` verified since the relcache last reported a change to it;
+/// otherwise it runs the same checks itself first, with its own lock mode (a lookup on a hot standby may
+/// take no write lock).
 pub struct Reader {
     pub rel: pg_sys::Relation,
     read_by: KeyIndex,
