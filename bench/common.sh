@@ -39,9 +39,23 @@ VACUUM ANALYZE public.idem_keys;
 SQL
 }
 
-# read_script replay|lookup|floor|args N FILE: a pgbench script over keys 1..N of scope :scope, as issue 19
-# measures: the outcome of idem_claim with :req (a replay of a finished key), of idem_lookup, or SELECT 1;
-# args is a replay's arguments alone (the same parameters and the request's JSON parse, no call).
+# The least SQL can do to read a finished key: a prepared SELECT of its status by primary key, and the same
+# given the request as a replay is (a jsonb parameter, parsed at Bind). No function, no fingerprint, one
+# column: what PostgreSQL itself costs for reading the row, which a replay's and a lookup's floor ratios are
+# held against (docs/benchmarks.md).
+ROW_SELECT='SELECT k.status_code FROM public.idem_keys k WHERE k.scope = :scope AND k.key = :key::text'
+ROW_SELECT_REQ="$ROW_SELECT AND :req::jsonb IS NOT NULL"
+# The same read through the hash index a replay probes (idem_keys_key_hash_idx, on scope || key): equal keys
+# with equal concatenations have equal scopes, so this finds the same row.
+ROW_SELECT_HASH_REQ='SELECT k.status_code FROM public.idem_keys k WHERE k.scope || k.key = :scope || :key::text'
+ROW_SELECT_HASH_REQ+=' AND k.key = :key::text AND :req::jsonb IS NOT NULL'
+
+# read_script replay|lookup|floor|args|select|select_req|select_hash N FILE: a pgbench script over keys 1..N
+# of scope :scope, as issue 19 measures: the outcome of idem_claim with :req (a replay of a finished key), of
+# idem_lookup, or SELECT 1; args is a replay's arguments alone (the same parameters and the request's JSON
+# parse, no call); select is the least SQL can do to read a finished key, a prepared SELECT of its status by
+# primary key (lookup's baseline), select_req the same with the request's parse (a replay's), select_hash
+# select_req through the hash index.
 read_script() {
   local call
   case $1 in
@@ -49,7 +63,10 @@ read_script() {
     lookup) call='SELECT (idem_lookup(:scope, :key::text)).outcome;' ;;
     floor) call='SELECT 1;' ;;
     args) call='SELECT pg_catalog.jsonb_typeof(:req::jsonb), :scope::text, :key::text;' ;;
-    *) echo "read_script: replay, lookup, floor or args, not '$1'" >&2; return 2 ;;
+    select) call="$ROW_SELECT;" ;;
+    select_req) call="$ROW_SELECT_REQ;" ;;
+    select_hash) call="$ROW_SELECT_HASH_REQ;" ;;
+    *) echo "read_script: replay, lookup, floor, args, select, select_req or select_hash, not '$1'" >&2; return 2 ;;
   esac
   printf '%s\n%s\n' "\\set key random(1, $2)" "$call" >"$3"
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The same short benchmark on every supported major, for docs/benchmarks.md's table "Per PostgreSQL major":
 # new-key and replay tps of idem_keys and hand-written SQL, as a ratio to 15 and to that major's SQL, and
-# replay and idem_lookup against the SELECT 1 floor (issue 19).
+# replay and idem_lookup against the SELECT 1 floor and against PostgreSQL's own SELECT of the row (issue 19).
 #   bash bench/majors.sh            PG_MAJORS (default 15 17 18), 8 clients, sync off, 3 rounds of 5 s
 # Each major runs bench/run.sh on its own server (17 and 18 in their Debian roots, scripts/pg_root.sh), one
 # after another on the same machine; the majors' runs are minutes apart, so compare ratios, not raw tps.
@@ -36,13 +36,14 @@ for m in majors:
         for c in ("sql", "idem"):
             got = [float(r["tps"]) for r in rows if r["section"] == "main" and r["workload"] == wl and r["contender"] == c]
             tps[m, wl, c] = statistics.median(got)
-def floor(m, wl):
-    got = [float(r["tps"]) for r in rows_of[m] if r["section"] == "floor" and r["workload"] == wl and r["contender"] == "idem"]
-    sel = [float(r["tps"]) for r in rows_of[m] if r["section"] == "floor" and r["contender"] == "floor"]
-    return statistics.median(got) / statistics.median(sel) if got and sel else float("nan")
+def median_tps(m, wl, c):
+    got = [float(r["tps"]) for r in rows_of[m] if r["section"] == "floor" and r["workload"] == wl and r["contender"] == c]
+    return statistics.median(got) if got else float("nan")
+def floor(m, wl, c="idem"):  # c's median ÷ SELECT 1's; "row" is PostgreSQL's own SELECT of the row
+    return median_tps(m, wl, c) / median_tps(m, "replay", "floor")
 base = majors[0]
-print(f"| major | new key: idem_keys tps | SQL tps | ÷ SQL | ÷ idem_keys on {base} | replay: idem_keys tps | SQL tps | ÷ SQL | ÷ idem_keys on {base} | replay ÷ SELECT 1 (outcome) | (whole answer) | lookup ÷ SELECT 1 |")
-print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+print(f"| major | new key: idem_keys tps | SQL tps | ÷ SQL | ÷ idem_keys on {base} | replay: idem_keys tps | SQL tps | ÷ SQL | ÷ idem_keys on {base} | replay ÷ SELECT 1 (outcome) | (whole answer) | lookup ÷ SELECT 1 | SELECT of the row, with the request, ÷ SELECT 1 | replay ÷ it | SELECT of the row ÷ SELECT 1 | lookup ÷ it |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 for m in majors:
     cells = []
     for wl in ("new", "replay"):
@@ -50,5 +51,7 @@ for m in majors:
         q = tps[m, wl, "sql"]
         cells += [f"{i:.0f}", f"{q:.0f}", f"{i / q:.2f}×", f"{i / tps[base, wl, 'idem']:.2f}×"]
     cells += [f"{floor(m, wl):.2f}×" for wl in ("outcome", "replay", "lookup")]
+    for wl in ("outcome", "lookup"):
+        cells += [f"{floor(m, wl, 'row'):.2f}×", f"{median_tps(m, wl, 'idem') / median_tps(m, wl, 'row'):.2f}×"]
     print(f"| {m} | " + " | ".join(cells) + " |")
 PY
