@@ -10,10 +10,9 @@
 #   AB_A, AB_B                 contenders: for newkey sql, plpgsql or idem (default idem, sql); for replay and
 #                              lookup idem or floor (`SELECT 1`; default idem, floor), or args: a replay's
 #                              parameters and the request's JSON parse without the call (what the caller's
-#                              side of a replay costs the server); select, select_req: a prepared SELECT of
-#                              the finished row's status by primary key, without and with the request's
-#                              parse (the least SQL can do to read a finished key: a lookup's and a replay's
-#                              baselines); select_hash: select_req through the hash index a replay probes
+#                              side of a replay costs the server); select, select_req, select_hash,
+#                              select_hash_req: PostgreSQL's own SELECT of the row (bench/common.sh
+#                              row_select), by primary key or hash index, without or with the request
 #   AB_A_OPTIONS, AB_B_OPTIONS extra PGOPTIONS for each side, e.g. "-c idem_keys.direct_path=off"
 #   AB_A_SQL, AB_B_SQL         SQL run as the superuser before each run of that side (e.g. an ALTER FUNCTION)
 #   AB_A_LIB, AB_B_LIB         a library installed as $libdir/idem_keys.so before each run of that side (removed
@@ -28,7 +27,7 @@ WORKLOAD=${AB_WORKLOAD:-newkey}
 A=${AB_A:-idem}
 case $WORKLOAD in
   newkey) B=${AB_B:-sql} allowed=" sql plpgsql idem " ;;
-  replay | lookup) B=${AB_B:-floor} allowed=" idem floor args select select_req select_hash " ;;
+  replay | lookup) B=${AB_B:-floor} allowed=" idem floor args select select_req select_hash select_hash_req " ;;
   *) echo "AB_WORKLOAD: newkey, replay or lookup" >&2; exit 2 ;;
 esac
 for c in "$A" "$B"; do
@@ -62,7 +61,7 @@ case $WORKLOAD in
     fill_finished 100000
     read_script "$WORKLOAD" 100000 "$dir/idem.pgbench"
     read_script floor 100000 "$dir/floor.pgbench"
-    for c in args select select_req select_hash; do read_script $c 100000 "$dir/$c.pgbench"; done
+    for c in args select select_req select_hash select_hash_req; do read_script $c 100000 "$dir/$c.pgbench"; done
     ;;
 esac
 

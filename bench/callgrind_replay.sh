@@ -2,7 +2,8 @@
 # Instructions per call (issue 19): the backend that serves a 1-client pgbench runs under callgrind, so
 # every layer's cost is an exact instruction count instead of a sample share. Compares the SELECT 1 floor,
 # a replay (issue 19's outcome form) and idem_lookup, each over the bench's finished keys.
-#   bash bench/callgrind_replay.sh [replay|lookup|floor] [transactions]   default replay, 20000
+#   bash bench/callgrind_replay.sh [WHAT] [transactions]   WHAT as read_script takes (bench/common.sh): replay
+#   (the default), lookup, floor, args or PostgreSQL's own SELECT of the row; 20000 transactions by default
 #   CG_KEEP=FILE keeps callgrind's output there (for callgrind_annotate --tree=both), CG_LINES=N lines shown.
 # Prints instructions per transaction for the whole backend and callgrind_annotate's inclusive view
 # (per transaction: Ir ÷ transactions); installs valgrind if missing. Instructions are not time (cache

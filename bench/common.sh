@@ -39,23 +39,29 @@ VACUUM ANALYZE public.idem_keys;
 SQL
 }
 
-# The least SQL can do to read a finished key: a prepared SELECT of its status by primary key, and the same
-# given the request as a replay is (a jsonb parameter, parsed at Bind). No function, no fingerprint, one
-# column: what PostgreSQL itself costs for reading the row, which a replay's and a lookup's floor ratios are
-# held against (docs/benchmarks.md).
-ROW_SELECT='SELECT k.status_code FROM public.idem_keys k WHERE k.scope = :scope AND k.key = :key::text'
-ROW_SELECT_REQ="$ROW_SELECT AND :req::jsonb IS NOT NULL"
-# The same read through the hash index a replay probes (idem_keys_key_hash_idx, on scope || key): equal keys
-# with equal concatenations have equal scopes, so this finds the same row.
-ROW_SELECT_HASH_REQ='SELECT k.status_code FROM public.idem_keys k WHERE k.scope || k.key = :scope || :key::text'
-ROW_SELECT_HASH_REQ+=' AND k.key = :key::text AND :req::jsonb IS NOT NULL'
+# row_select pk|hash [req]: PostgreSQL's own read of a finished key's row, a prepared SELECT of its status:
+# pk by the primary key (what a user writes), hash through the hash index a replay probes
+# (idem_keys_key_hash_idx on scope || key; equal keys with equal concatenations have equal scopes, so it
+# finds the same row). req adds the request the way a replay is given it, a jsonb parameter parsed at Bind,
+# in the target list (in WHERE it would be a one-time filter: a plan node a replay does not have). No
+# function, no fingerprint: what reading the row costs PostgreSQL itself (docs/benchmarks.md).
+row_select() {
+  local cols='k.status_code' where='k.scope = :scope AND k.key = :key::text'
+  [ "$1" = hash ] && where='k.scope || k.key = :scope || :key::text AND k.key = :key::text'
+  [ "${2:-}" = req ] && cols+=', :req::jsonb IS NULL AS no_req'
+  echo "SELECT $cols FROM public.idem_keys k WHERE $where"
+}
+# row_check LABEL: after a row_select's \gset (no row is an error there), aborts the client unless the row's
+# status is the bench's 201.
+row_check() {
+  printf '\\if :status_code != 201\n\\shell echo bench: %s: status :status_code 1>&2\n\\set abort 1/0\n\\endif\n' "$1"
+}
 
-# read_script replay|lookup|floor|args|select|select_req|select_hash N FILE: a pgbench script over keys 1..N
-# of scope :scope, as issue 19 measures: the outcome of idem_claim with :req (a replay of a finished key), of
-# idem_lookup, or SELECT 1; args is a replay's arguments alone (the same parameters and the request's JSON
-# parse, no call); select is the least SQL can do to read a finished key, a prepared SELECT of its status by
-# primary key (lookup's baseline), select_req the same with the request's parse (a replay's), select_hash
-# select_req through the hash index.
+# read_script WHAT N FILE: a pgbench script over keys 1..N (a number, or a pgbench variable such as :nkeys)
+# of scope :scope, as issue 19 measures. WHAT: replay, the outcome of idem_claim with :req (a replay of a
+# finished key); lookup, of idem_lookup; floor, SELECT 1; args, a replay's arguments alone (the same
+# parameters and the request's JSON parse, no call); select, select_req, select_hash, select_hash_req:
+# row_select by primary key or hash index, without or with the request (lookup's and replay's references).
 read_script() {
   local call
   case $1 in
@@ -63,10 +69,13 @@ read_script() {
     lookup) call='SELECT (idem_lookup(:scope, :key::text)).outcome;' ;;
     floor) call='SELECT 1;' ;;
     args) call='SELECT pg_catalog.jsonb_typeof(:req::jsonb), :scope::text, :key::text;' ;;
-    select) call="$ROW_SELECT;" ;;
-    select_req) call="$ROW_SELECT_REQ;" ;;
-    select_hash) call="$ROW_SELECT_HASH_REQ;" ;;
-    *) echo "read_script: replay, lookup, floor, args, select, select_req or select_hash, not '$1'" >&2; return 2 ;;
+    select | select_req | select_hash | select_hash_req)
+      local how=pk req=
+      [[ $1 == select_hash* ]] && how=hash
+      [[ $1 == *_req ]] && req=req
+      call="$(row_select $how $req) \\gset"$'\n'"$(row_check "$1")" ;;
+    *) echo "read_script: replay, lookup, floor, args, select, select_req, select_hash or select_hash_req, not '$1'" >&2
+      return 2 ;;
   esac
   printf '%s\n%s\n' "\\set key random(1, $2)" "$call" >"$3"
 }

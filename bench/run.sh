@@ -247,7 +247,7 @@ done
 # says how close a retry storm gets to the round trip itself. The replay is measured as issue 19 defines it,
 # reading the outcome (`outcome`), and as the bench's claim script does it, reading the whole answer into
 # pgbench variables (`replay`: a FROM-clause call, the response and headers sent back as text). `row` is
-# PostgreSQL's own read of the same row by a prepared SELECT (bench/common.sh): what its executor costs for it.
+# PostgreSQL's own read of the same row, a prepared SELECT through the same hash index (bench/common.sh).
 if [ -n "$FLOOR" ] && [[ " ${contenders[*]} " == *" idem "* ]]; then
   echo "=== floor"
   echo 'SELECT 1;' >"$dir/scripts/floor-replay.pgbench"
@@ -263,16 +263,9 @@ if [ -n "$FLOOR" ] && [[ " ${contenders[*]} " == *" idem "* ]]; then
     echo '       (idem_lookup(:scope, :key::text)).outcome) AS oc \gset'
     expect 2 "idem lookup"
   } >"$dir/scripts/idem-lookup.pgbench"
-  # PostgreSQL's own read of the same row (bench/common.sh): a status is 201, and no row is an error (\gset).
-  for wl in outcome lookup; do
-    q=$ROW_SELECT_REQ
-    [ $wl = lookup ] && q=$ROW_SELECT
-    {
-      echo '\set key random(1, :nkeys)'
-      echo "$q \gset"
-      printf '\\if :status_code != 201\n\\shell echo bench: row %s: status :status_code 1>&2\n\\set abort 1/0\n\\endif\n' $wl
-    } >"$dir/scripts/row-$wl.pgbench"
-  done
+  # PostgreSQL's own read of the same row, through the hash index a replay probes (bench/common.sh).
+  read_script select_hash_req :nkeys "$dir/scripts/row-outcome.pgbench"
+  read_script select_hash :nkeys "$dir/scripts/row-lookup.pgbench"
   floor_runs=("floor replay" "idem outcome" "idem replay" "idem lookup" "row outcome" "row lookup")
   for sync in $SYNCS; do
     for clients in $CLIENTS; do
