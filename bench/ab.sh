@@ -24,10 +24,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 WORKLOAD=${AB_WORKLOAD:-newkey}
+READ_CONTENDERS="floor args select select_req select_hash select_hash_req" # read_script's, besides idem's
 A=${AB_A:-idem}
 case $WORKLOAD in
   newkey) B=${AB_B:-sql} allowed=" sql plpgsql idem " ;;
-  replay | lookup) B=${AB_B:-floor} allowed=" idem floor args select select_req select_hash select_hash_req " ;;
+  replay | lookup) B=${AB_B:-floor} allowed=" idem $READ_CONTENDERS " ;;
   *) echo "AB_WORKLOAD: newkey, replay or lookup" >&2; exit 2 ;;
 esac
 for c in "$A" "$B"; do
@@ -60,8 +61,7 @@ case $WORKLOAD in
     scope=fin
     fill_finished 100000
     read_script "$WORKLOAD" 100000 "$dir/idem.pgbench"
-    read_script floor 100000 "$dir/floor.pgbench"
-    for c in args select select_req select_hash select_hash_req; do read_script $c 100000 "$dir/$c.pgbench"; done
+    for c in $READ_CONTENDERS; do read_script "$c" 100000 "$dir/$c.pgbench"; done
     ;;
 esac
 
