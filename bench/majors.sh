@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The same short benchmark on every supported major, for docs/benchmarks.md's table "Per PostgreSQL major":
 # new-key and replay tps of idem_keys and hand-written SQL, as a ratio to 15 and to that major's SQL, and
-# replay and idem_lookup against the SELECT 1 floor and against PostgreSQL's own SELECT of the row (issue 19).
-#   bash bench/majors.sh            PG_MAJORS (default 15 17 18), 8 clients, sync off, 3 rounds of 5 s
-# Each major runs bench/run.sh on its own server (17 and 18 in their Debian roots, scripts/pg_root.sh), one
-# after another on the same machine; the majors' runs are minutes apart, so compare ratios, not raw tps.
+# replay and idem_lookup against the SELECT 1 floor and against PostgreSQL's own SELECT of the row.
+#   bash bench/majors.sh            PG_MAJORS (default 15 16 17 18), 8 clients, sync off, 3 rounds of 5 s
+# Each major runs bench/run.sh on its own server (16 from the wheel's tree, scripts/pg16.sh; 17 and 18 in
+# their Debian roots, scripts/pg_root.sh), one after another on the same machine; the majors' runs are
+# minutes apart, so compare ratios, not raw tps.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/pg_major.sh
@@ -18,13 +19,10 @@ host=$(pg_major)
 for major in ${PG_MAJORS:-$SUPPORTED_MAJORS}; do
   echo "=== majors: PostgreSQL $major"
   # --smoke: no docs written and no charts; the knobs above make its runs as long as a real measurement.
-  if [ "$major" = "$host" ]; then
-    cargo pgrx install --release --pg-config "$PG_CONFIG" >/dev/null
-    BENCH_RESULTS="$out/pg$major.tsv" bash bench/run.sh --smoke >"$out/pg$major.log"
-  else
-    bash scripts/pg_root.sh run "$major" bash -c 'cargo pgrx install --release --pg-config "$PG_CONFIG" >/dev/null &&
-      BENCH_RESULTS="$1" bash bench/run.sh --smoke' _ "$out/pg$major.tsv" >"$out/pg$major.log"
-  fi
+  [ "$(where_major "$major")" = root ] && bash scripts/pg_root.sh ensure "$major"
+  in_major "$major" bash scripts/setup.sh >/dev/null
+  in_major "$major" bash -c 'cargo pgrx install --release --pg-config "$PG_CONFIG" >/dev/null &&
+    BENCH_RESULTS="$1" bash bench/run.sh --smoke' _ "$out/pg$major.tsv" >"$out/pg$major.log"
 done
 python3 - "$out" ${PG_MAJORS:-$SUPPORTED_MAJORS} <<'PY'
 import csv, statistics, sys

@@ -4,7 +4,9 @@
 #   dist/idem_keys-<version>-pg<major>-linux-<arch>.tar.gz      the same files under usr/, plus INSTALL.md
 #   dist/idem_keys-<version>.zip                               PGXN source distribution, with META.json
 # One .deb and tarball per major in PG_MAJORS (default: every supported one): 15 is built here, 17 and 18
-# in their Debian roots (scripts/pg_root.sh), so each links against the libc its Debian release ships.
+# in their Debian roots (scripts/pg_root.sh), so each links against the libc its Debian release ships. 16 is
+# built here against the 16.2 headers of PyPI's pgserver wheel (scripts/pg16.sh), for bookworm's libc and the
+# layout of PGDG's postgresql-16 package.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/pg_major.sh
@@ -13,9 +15,9 @@ major=$(pg_major)
 if [ -z "${IDEM_ONE_MAJOR:-}" ]; then
   for other in ${PG_MAJORS:-$SUPPORTED_MAJORS}; do
     [ "$other" = "$major" ] && continue
-    bash scripts/pg_root.sh ensure "$other"
-    bash scripts/pg_root.sh run "$other" bash scripts/setup.sh
-    bash scripts/pg_root.sh run "$other" env IDEM_ONE_MAJOR=1 bash scripts/package.sh
+    [ "$(where_major "$other")" = root ] && bash scripts/pg_root.sh ensure "$other"
+    in_major "$other" bash scripts/setup.sh
+    in_major "$other" env IDEM_ONE_MAJOR=1 bash scripts/package.sh
   done
   [[ " ${PG_MAJORS:-$SUPPORTED_MAJORS} " == *" $major "* ]] || exit 0
 fi
@@ -26,8 +28,17 @@ stage=target/package-stage-pg$major out=dist
 rm -rf "$stage" && mkdir -p "$stage" "$out"
 
 # The built extension, laid out as it installs (usr/lib/postgresql/N/lib, usr/share/postgresql/N/extension).
+# cargo pgrx lays it out where PG_CONFIG's server keeps its files: for Debian's servers that is this layout
+# already; a server installed elsewhere (16's wheel tree) has its files moved into it.
 cargo pgrx package --pg-config "$PG_CONFIG" --out-dir "$stage/root" >/dev/null
 root="$stage/root"
+debian_layout() { # $1 the server's directory, $2 the Debian one
+  [ "$1" = "$2" ] && return
+  mkdir -p "$root$2" && mv "$root$1"/* "$root$2/"
+  find "$root" -depth -type d -empty -delete
+}
+debian_layout "$("$PG_CONFIG" --pkglibdir)" "/usr/lib/postgresql/$major/lib"
+debian_layout "$("$PG_CONFIG" --sharedir)/extension" "/usr/share/postgresql/$major/extension"
 # idem_keys_proxy (SQL only, docs/scale-out.md) ships in the same package: a PL/Proxy router installs it.
 install -m 644 proxy/idem_keys_proxy.control proxy/idem_keys_proxy--*.sql "$root/usr/share/postgresql/$major/extension/"
 find "$root" -type f | sed "s|^$root/||" | sort > "$stage/files"
@@ -84,6 +95,13 @@ No Rust toolchain is needed. As root:
 
     tar -xzf idem_keys-$version-pg$major-linux-$arch.tar.gz
     cp -r idem_keys-$version-pg$major-linux-$arch/usr/. /usr/
+
+A PostgreSQL $major installed elsewhere (built from source, or unpacked from an archive) takes the same
+files where its own pg_config says:
+
+    cd idem_keys-$version-pg$major-linux-$arch
+    cp usr/lib/postgresql/$major/lib/* "\$(pg_config --pkglibdir)/"
+    cp usr/share/postgresql/$major/extension/* "\$(pg_config --sharedir)/extension/"
 
 Then, in each database: CREATE EXTENSION idem_keys; (after an upgrade: ALTER EXTENSION idem_keys UPDATE;).
 For the background sweeper add shared_preload_libraries = 'idem_keys' and restart PostgreSQL.

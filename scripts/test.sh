@@ -5,8 +5,9 @@
 #   scripts/test.sh STAGE...   only these (pgtest regress isolation upgrade lifecycle package crash worker
 #                              failover e2e pgbouncer drivers ha scaleout bench)
 #   PG_MAJORS="15 18"          only these majors (default: all of SUPPORTED_MAJORS in scripts/pg_major.sh)
-# Every stage runs on 15, the host's own PostgreSQL. On 17 and 18 the stages that exercise the server
-# (EVERY_MAJOR below) run inside that major's Debian root (scripts/pg_root.sh, built on first use); the
+# Every stage runs on 15, the host's own PostgreSQL. On 16, 17 and 18 the stages that exercise the server
+# (EVERY_MAJOR below) run too: 16 on the host from the pgserver wheel's tree (scripts/pg16.sh), 17 and 18
+# inside that major's Debian root (scripts/pg_root.sh, built on first use); the
 # client-side ones (lifecycle's dump and standby scripts, the e2e services, PgBouncer, the JDBC and asyncpg
 # drivers, the HA manager's failovers, the PL/Proxy router) run once, on 15.
 # BLESS=1 copies the golden-file outputs over the expected files (review the diff before committing).
@@ -162,7 +163,7 @@ run_pg_regress() {
   [ "$tool" = isolation ] && runner="$PGXS_TEST/isolation/pg_isolation_regress"
   # shellcheck disable=SC2086
   sudo -u postgres env -u RUST_BACKTRACE "$runner" --temp-instance="$scratch/instance" --temp-config="$scratch/extra.conf" \
-    --inputdir="$scratch" --outputdir="$scratch" --load-extension=idem_keys $tests || status=$?
+    --bindir="$("$PG_CONFIG" --bindir)" --inputdir="$scratch" --outputdir="$scratch" --load-extension=idem_keys $tests || status=$?
   rm -rf "$suite/results"; mkdir -p "$suite/results"
   cp "$scratch"/results/*.out "$suite/results/" 2>/dev/null || true
   if [ -n "${BLESS:-}" ]; then
@@ -204,13 +205,9 @@ for major in ${PG_MAJORS:-$SUPPORTED_MAJORS}; do
   ((${#picked[@]})) || continue
   if [ "$major" = "$host_major" ]; then
     run_here "${picked[@]}"
-  elif [ -x "/usr/lib/postgresql/$major/bin/pg_config" ]; then
-    # A machine that has this major natively (a trixie host, say) needs no root.
-    PG_CONFIG=/usr/lib/postgresql/$major/bin/pg_config bash scripts/setup.sh
-    timed "all of pg$major" env PG_CONFIG=/usr/lib/postgresql/$major/bin/pg_config IDEM_ONE_MAJOR=1 bash scripts/test.sh "${picked[@]}"
-  else
-    timed "root (pg$major)" bash scripts/pg_root.sh ensure "$major"
-    timed "setup (pg$major)" bash scripts/pg_root.sh run "$major" bash scripts/setup.sh
-    timed "all of pg$major" bash scripts/pg_root.sh run "$major" env IDEM_ONE_MAJOR=1 bash scripts/test.sh "${picked[@]}"
+    continue
   fi
+  [ "$(where_major "$major")" = root ] && timed "root (pg$major)" bash scripts/pg_root.sh ensure "$major"
+  timed "setup (pg$major)" in_major "$major" bash scripts/setup.sh
+  timed "all of pg$major" in_major "$major" env IDEM_ONE_MAJOR=1 bash scripts/test.sh "${picked[@]}"
 done

@@ -7,14 +7,14 @@ cd "$(dirname "$0")/../.."
 source scripts/pg_major.sh
 export PATH="$HOME/.cargo/bin:$PATH"
 version=$(sed -nE 's/^version = "(.*)"/\1/p' Cargo.toml | head -1)
-major=$(pg_major)
+major=$(pg_major) dev_config=$PG_CONFIG
 libdir=$("$PG_CONFIG" --pkglibdir) extdir=$("$PG_CONFIG" --sharedir)/extension
 dir=$(mktemp -d /tmp/idem-pkg.XXXXXX) port=25359; chown postgres: "$dir"
 fail() { echo "package: FAILED: $*" >&2; exit 1; }
 restore() {
   bash scripts/cluster.sh stop "$dir/pg"; rm -rf "$dir"
   dpkg -s "postgresql-$major-idem-keys" >/dev/null 2>&1 && dpkg -r "postgresql-$major-idem-keys" >/dev/null
-  cargo pgrx install --release --pg-config "$PG_CONFIG" >/dev/null
+  cargo pgrx install --release --pg-config "$dev_config" >/dev/null
 }
 trap restore EXIT
 clean() { rm -f "$libdir/idem_keys.so" "$extdir"/idem_keys.control "$extdir"/idem_keys--*.sql; }
@@ -22,7 +22,7 @@ works() { # a throwaway cluster: CREATE EXTENSION, claim, finish, replay
   bash scripts/cluster.sh stop "$dir/pg"; rm -rf "$dir/pg"
   bash scripts/cluster.sh start "$dir/pg" "$port"
   local got
-  got=$(psql -X -q -At -v ON_ERROR_STOP=1 -h "$dir/pg" -p "$port" -U postgres \
+  got=$("$("$PG_CONFIG" --bindir)/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$dir/pg" -p "$port" -U postgres \
           -c 'CREATE EXTENSION idem_keys' \
           -c "SELECT idem_finish('p', 'k', (idem_claim('p', 'k', '{}'::jsonb)).token, 201, '{\"ok\": true}'::jsonb)" \
           -c "SELECT extversion FROM pg_extension WHERE extname = 'idem_keys'" \
@@ -36,6 +36,28 @@ tarball=$(ls dist/idem_keys-"$version"-pg"$major"-linux-*.tar.gz)
 [ -f "$deb" ] && [ -f "$tarball" ] && [ -f "dist/idem_keys-$version.zip" ] || fail "an artefact is missing"
 [ "$(unzip -p "dist/idem_keys-$version.zip" "idem_keys-$version/META.json" | python3 -c 'import json,sys; print(json.load(sys.stdin)["version"])')" = "$version" ] \
   || fail "META.json does not carry version $version"
+
+if [[ " $WHEEL_MAJORS " == *" $major "* ]]; then
+  # No postgresql-$major Debian package is reachable here, so neither dpkg -i nor the Debian paths can be
+  # tried: the .deb's files and the tarball's second form of INSTALL.md go into a clean copy of the tree.
+  PG_CONFIG=$(bash scripts/pg16.sh copy "$dir/tree") libdir=$("$PG_CONFIG" --pkglibdir) extdir=$("$PG_CONFIG" --sharedir)/extension
+  [ ! -e "$libdir/idem_keys.so" ] || fail "the copy of the tree still has the development install"
+  dpkg-deb -f "$deb" Depends | grep -q "postgresql-$major" || fail "the .deb does not depend on postgresql-$major"
+  dpkg-deb -x "$deb" "$dir/deb"
+  cp "$dir/deb/usr/lib/postgresql/$major/lib/"* "$libdir/" && cp "$dir/deb/usr/share/postgresql/$major/extension/"* "$extdir/" \
+    || fail "the .deb lacks the Debian layout of PostgreSQL $major"
+  works deb
+  clean
+  echo "package: $(basename "$deb") has PGDG's layout; its files, in a clean PostgreSQL $major tree, work (dpkg -i not tried: no postgresql-$major package here)"
+  mkdir -p "$dir/t" && tar -xzf "$tarball" -C "$dir/t"
+  grep -q 'pg_config --pkglibdir' "$dir"/t/*/INSTALL.md || fail "INSTALL.md lacks the pg_config form"
+  (cd "$dir"/t/*/ && export PATH="$("$PG_CONFIG" --bindir):$PATH" && # the steps INSTALL.md gives
+   cp usr/lib/postgresql/$major/lib/* "$(pg_config --pkglibdir)/" &&
+   cp usr/share/postgresql/$major/extension/* "$(pg_config --sharedir)/extension/")
+  works tarball
+  echo "package: $(basename "$tarball") installs into a clean PostgreSQL $major tree by its INSTALL.md, CREATE EXTENSION works; META.json version $version"
+  exit 0
+fi
 
 clean
 [ ! -e "$libdir/idem_keys.so" ] || fail "could not remove the development install"

@@ -6,10 +6,16 @@ cd "$(dirname "$0")"
 bin=$("${PG_CONFIG:-/usr/bin/pg_config}" --bindir)
 dir=$(mktemp -d /tmp/idem-worker.XXXXXX) port=25354
 suite=worker; source ../lib.sh
+source ../../scripts/pg_major.sh
+major=$(pg_major)
 trap 'rc=$?; ((rc)) && tail -20 "$dir/server.log" >&2; jobs -p | xargs -r kill 2>/dev/null; bash ../../scripts/cluster.sh stop "$dir"; rm -rf "$dir"' EXIT
+# pg_cron is part of every major's test but those NO_PG_CRON_MAJORS names (16's build has none); there, a
+# missing pg_cron is expected, and anywhere else it fails the server's start.
+with_cron=yes
+[[ " $NO_PG_CRON_MAJORS " == *" $major "* ]] && with_cron=
 bash ../../scripts/cluster.sh start "$dir" "$port" \
-  "shared_preload_libraries = 'idem_keys,pg_cron'" "cron.database_name = 'postgres'" "cron.host = '$dir'" \
-  "idem_keys.sweep_interval = '1s'"
+  "shared_preload_libraries = 'idem_keys${with_cron:+,pg_cron}'" \
+  ${with_cron:+"cron.database_name = 'postgres'" "cron.host = '$dir'"} "idem_keys.sweep_interval = '1s'"
 sql() { sql_at "$dir" "$port" "$@"; }
 wait_for() { poll sql "$@"; }
 set_and_reload() { sql -c "ALTER SYSTEM SET $1" -c "SELECT pg_reload_conf()" >/dev/null; }
@@ -153,6 +159,12 @@ echo "after kill -9 of pid $pid: new sweeper $(sweeper_pid), expired keys swept 
 echo "--- sweep_enabled = off stops the sweepers; pg_cron sweeps instead, in more than one batch"
 set_and_reload "idem_keys.sweep_enabled = off"
 wait_for "SELECT count(*) = 0 FROM pg_stat_activity WHERE backend_type = 'idem_keys sweeper'" 15
+if [ -z "$with_cron" ]; then
+  echo "sweep_enabled = off stopped the sweepers; pg_cron: not available for PostgreSQL $major here (its build has" \
+       "no pg_cron), so pg_cron's schedule is tested on the other majors only"
+  echo "worker: ok"
+  exit 0
+fi
 set_and_reload "idem_keys.sweep_batch_size = 100"
 seed_expired cron 350
 sql -c 'CREATE EXTENSION pg_cron' -c "SELECT cron.schedule('idem-sweep', '* * * * *', 'CALL idem_sweep_paced()')" >/dev/null
