@@ -5,8 +5,8 @@
 #   bash bench/ab.sh                      idem_keys vs hand-written SQL, 1 client, 10 pairs of 4 s
 # Knobs (environment):
 #   AB_WORKLOAD                newkey (default): claim + finish of a new key, by contender;
-#                              replay: `SELECT (idem_claim(…)).outcome` of one of 100,000 finished keys (issue
-#                              19's form), lookup: the same with idem_lookup
+#                              replay: `SELECT (idem_claim(…)).outcome` of one of 100,000 finished keys (the
+#                              round-trip floor's form), lookup: the same with idem_lookup
 #   AB_A, AB_B                 contenders: for newkey sql, plpgsql or idem (default idem, sql); for replay and
 #                              lookup idem or floor (`SELECT 1`; default idem, floor), or args: a replay's
 #                              parameters and the request's JSON parse without the call (what the caller's

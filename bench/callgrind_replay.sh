@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Instructions per call (issue 19): the backend that serves a 1-client pgbench runs under callgrind, so
+# Instructions per call (the round-trip floor): the backend that serves a 1-client pgbench runs under callgrind, so
 # every layer's cost is an exact instruction count instead of a sample share. Compares the SELECT 1 floor,
-# a replay (issue 19's outcome form) and idem_lookup, each over the bench's finished keys.
+# a replay (the outcome form the floor targets measure) and idem_lookup, each over the bench's finished keys.
 #   bash bench/callgrind_replay.sh [WHAT] [transactions]   WHAT as read_script takes (bench/common.sh): replay
 #   (the default), lookup, floor, args or PostgreSQL's own SELECT of the row; 20000 transactions by default
 #   CG_KEEP=FILE keeps callgrind's output there (for callgrind_annotate --tree=both), CG_LINES=N lines shown.

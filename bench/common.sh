@@ -58,7 +58,7 @@ row_check() {
 }
 
 # read_script WHAT N FILE: a pgbench script over keys 1..N (a number, or a pgbench variable such as :nkeys)
-# of scope :scope, as issue 19 measures. WHAT: replay, the outcome of idem_claim with :req (a replay of a
+# of scope :scope, as the round-trip floor measures. WHAT: replay, the outcome of idem_claim with :req (a replay of a
 # finished key); lookup, of idem_lookup; floor, SELECT 1; args, a replay's arguments alone (the same
 # parameters and the request's JSON parse, no call); select, select_req, select_hash, select_hash_req:
 # row_select by primary key or hash index, without or with the request (lookup's and replay's references).

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Where a replay's time goes (issue 19), three views:
+# Where a replay's time goes (against the round-trip floor), three views:
 # * 1 client (default): perf on the one backend that serves a 1-client pgbench replaying the bench's
 #   finished keys (its request and ~200-byte answer, bench/common.sh), call graphs by DWARF (Debian's
 #   PostgreSQL has no frame pointers), children included: perf's children view of the backend.

@@ -180,7 +180,7 @@ def main_tables(med):
 
 
 def floor_table(med):
-    """Replay and idem_lookup of a finished key against SELECT 1 over the same connection (issue 19)."""
+    """Replay and idem_lookup of a finished key against SELECT 1 over the same connection (the round-trip floor)."""
     out = []
     keys, pick = axes_of(med, "floor")
     if not keys:
@@ -203,10 +203,10 @@ def floor_table(med):
                             f"| {cell(rl, f)} | {ratio(l['tps'], rl['tps']):.2f}× |")
     out.append("\nThe floor is `SELECT 1` through the same pgbench, protocol and connection: what a call costs with "
                "no server-side work at all. Replay is `idem_claim` of a finished key: reading its outcome, "
-               "`SELECT (idem_claim(…)).outcome` (issue 19's measure, the targets), and reading the whole answer "
-               "as the bench's claim script does (`FROM idem_claim(…) r`: outcome, token, status, response, "
-               "headers, retry_after); lookup reads the outcome of `idem_lookup` of one. They are rotated every "
-               "round, and so is PostgreSQL's own read of the row when the run has it (below).")
+               "`SELECT (idem_claim(…)).outcome` (what the round-trip floor targets measure), and reading the "
+               "whole answer as the bench's claim script does (`FROM idem_claim(…) r`: outcome, token, status, "
+               "response, headers, retry_after); lookup reads the outcome of `idem_lookup` of one. They are "
+               "rotated every round, and so is PostgreSQL's own read of the row when the run has it (below).")
     if rows:
         out += ["", "**Against PostgreSQL's own read of the row.** The least SQL can do to read a finished key: a "
                 "prepared `SELECT status_code FROM idem_keys WHERE scope || key = … AND key = …` through the hash "
@@ -239,9 +239,9 @@ def growth_tables(med, facts):
     out.append(f"\n{keys[0][3]} clients, synchronous_commit = {keys[0][4]}; "
                f"{facts.get('growth_note', 'tables filled side by side')}. Keys stored: finished keys filled "
                "before the step; the step's own new-key runs add more. Replay picks any stored key (uniformly, "
-               "the issue's workload and the worst case for memory); recent replay one of the newest 10,000, as a "
-               "retry does. Bytes/key: pg_total_relation_size (heap, TOAST, all three indexes) ÷ rows, right after "
-               "the fill, with the ~200-byte response.")
+               "the growth target's workload and the worst case for memory); recent replay one of the newest "
+               "10,000, as a retry does. Bytes/key: pg_total_relation_size (heap, TOAST, all three indexes) ÷ "
+               "rows, right after the fill, with the ~200-byte response.")
     first, last = sizes[0], sizes[-1]
     for wl in GROWTH_WORKLOADS:
         a, b = (find(med, "growth", wl, "idem", keys[0][3], keys[0][4], s) for s in (first, last))
@@ -252,7 +252,8 @@ def growth_tables(med, facts):
 
 
 def targets(med, facts, sweeps):
-    """Each target of issues 5 and 19 against the measured medians: (target, measured, verdict)."""
+    """Each target of the side-by-side benchmark and the round-trip floor against the measured medians:
+    (target, measured, verdict)."""
     rows = []
 
     for clients in (1, 8):
@@ -373,7 +374,7 @@ def cmd_render(args):
     with open(os.path.join(args.dir, "meta.md")) as f:
         meta = f.read()
     lines = ["# Benchmarks: idem_keys against hand-written SQL and PL/pgSQL", "",
-             "Written by `bench/run.sh` (issue 5); do not edit above the mark at the end, the next run rewrites it.",
+             "Written by `bench/run.sh`; do not edit above the mark at the end, the next run rewrites it.",
              "", meta, "", METHOD, "## Targets", "", "| target | measured | verdict |", "|---|---|---|"]
     lines += [f"| {t} | {m} | {v} |" for t, m, v in targets(med, facts, sweeps)]
     lines += ["", "## Throughput and latency", "",

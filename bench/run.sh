@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Side-by-side benchmark of idem_keys against hand-written SQL and PL/pgSQL (issue 5): one throwaway
+# Side-by-side benchmark of idem_keys against hand-written SQL and PL/pgSQL: one throwaway
 # PostgreSQL of PG_CONFIG's major (bench/majors.sh runs it on each), pgbench -M prepared, the three contenders interleaved round by round in the same run.
 #   bash bench/run.sh           full run (about 45 min on 2 cores, up to ~25 GB in /tmp, 8.6 GB of huge pages): writes docs/benchmarks.md, docs/bench/
 #   bash bench/run.sh --smoke   ~1 s per run, tiny data, one round: every contender and workload runs, the
@@ -30,7 +30,7 @@ BASE_KEYS=${BENCH_BASE_KEYS:-$(full_or_smoke 10000 1000)} # finished and busy ke
 GROWTH=${BENCH_GROWTH-$(full_or_smoke "10000 1000000 10000000" 10000)} # stored keys per growth step (empty: skip)
 GROWTH_CLIENTS=${BENCH_GROWTH_CLIENTS:-8}
 SWEEP_KEYS=${BENCH_SWEEP_KEYS:-$(full_or_smoke 1000000 2000)} # expired keys idem_sweep deletes (0: skip)
-FLOOR=${BENCH_FLOOR-1}                                # empty: skip the round-trip floor section (issue 19)
+FLOOR=${BENCH_FLOOR-1}                                # empty: skip the round-trip floor section
 SWEEP_BASE_SECONDS=${BENCH_SWEEP_SECONDS:-$(full_or_smoke 10 1)}
 SWEEP_ROUNDS=${BENCH_SWEEP_ROUNDS:-$(full_or_smoke 3 1)} # each sweep's verdict: the median of its rounds' ratios
 SWEEP_CLIENTS=4 SWEEP_RATE=200                        # claims/s arriving during the sweep: a served API, not a flood
@@ -242,9 +242,9 @@ for sync in $SYNCS; do
   done
 done
 
-# --- floor: an empty round trip against idem_keys' replay and idem_lookup of a finished key (issue 19). The
+# --- floor: an empty round trip against idem_keys' replay and idem_lookup of a finished key. The
 # same pgbench, connection and protocol; SELECT 1 is what no server-side work at all costs, so replay ÷ floor
-# says how close a retry storm gets to the round trip itself. The replay is measured as issue 19 defines it,
+# says how close a retry storm gets to the round trip itself. The replay is measured as its targets define it,
 # reading the outcome (`outcome`), and as the bench's claim script does it, reading the whole answer into
 # pgbench variables (`replay`: a FROM-clause call, the response and headers sent back as text). `row` is
 # PostgreSQL's own read of the same row, a prepared SELECT through the same hash index (bench/common.sh).

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The router's hop cost (issue 17): claim + finish of a new key, and the replay of a finished one, through a
+# The PL/Proxy router's hop cost: claim + finish of a new key, and the replay of a finished one, through a
 # PL/Proxy router with idem_keys_proxy, as a ratio to the same calls made on a partition directly, in one run
 # with interleaved rounds. Two partitions and the router, all on this machine (loopback, TCP from the router).
 #   bash bench/scaleout.sh            BENCH_SECONDS (10), BENCH_ROUNDS (3), BENCH_CLIENTS ("1 8"), BENCH_KEYS (100000)
