@@ -1,7 +1,7 @@
 -- idem_keys 0.3.0 -> 0.4.0: the hot verbs (idem_claim, idem_finish, idem_lookup) lose their SET search_path
 -- clause, whose GUC save and restore cost every call 4.6 % of a replay's time. The library now pins the same
 -- path (pg_catalog, the extension's schema, pg_temp) around the SQL statements it runs, and finds its table
--- by OID in the extension's schema otherwise (src/home.rs). The other SECURITY DEFINER functions keep it.
+-- by OID in the extension's schema otherwise (src/catalog.rs). The other SECURITY DEFINER functions keep it.
 -- It also gives scope and key the C collation, and adds idem_keys_key_hash_idx, a hash of scope || key that
 -- replays, lookups and finishes read a key through instead of descending the primary key
 -- (docs/benchmarks.md). Rebuilding the primary key and building the hash index hold an ACCESS EXCLUSIVE lock

@@ -31,18 +31,18 @@ pub fn scope_and_key<'a>(
     let scope = require(scope, function, "scope");
     let key = require(key, function, "key");
     if let Some(chars) = chars_over_limit(scope) {
-        error::bad_scope(chars)
+        error::bad_scope(chars, MAX_NAME_CHARS)
     }
     (scope, nonempty_name(key, error::bad_key))
 }
 
-/// A key or a checkpoint name: 1 to 255 characters, else `bad` with the length found.
-fn nonempty_name(name: &str, bad: fn(usize) -> !) -> &str {
+/// A key or a checkpoint name: 1 to 255 characters, else `bad` with the length found and the limit.
+fn nonempty_name(name: &str, bad: fn(usize, usize) -> !) -> &str {
     if name.is_empty() {
-        bad(0)
+        bad(0, MAX_NAME_CHARS)
     }
     if let Some(chars) = chars_over_limit(name) {
-        bad(chars)
+        bad(chars, MAX_NAME_CHARS)
     }
     name
 }
@@ -160,7 +160,7 @@ impl RawJsonb {
         };
         // Taken out while in use: a nested call, were there one, would start a buffer of its own.
         let mut text = JSONB_TEXT.take();
-        if crate::jsonb_text::write(value, &mut text).is_some() {
+        if crate::fingerprint::jsonb_text::write(value, &mut text).is_some() {
             let result = f(&text);
             keep_text_buffer(text);
             return result;

@@ -50,18 +50,15 @@ pub fn null_argument(function: &str, argument: &str) -> ! {
     )
 }
 
-/// 22023: a key or checkpoint name (`what`) that is empty (`chars` = 0) or too long.
+/// 22023: a key or checkpoint name (`what`) that is empty (`chars` = 0) or longer than `limit`.
 #[track_caller]
-fn bad_name(what: &str, chars: usize, hint: &str) -> ! {
+fn bad_name(what: &str, chars: usize, limit: usize, hint: &str) -> ! {
     raise!(
         PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
         if chars == 0 {
             format!("{what} must not be empty")
         } else {
-            format!(
-                "{what} is {chars} characters long; the limit is {}",
-                crate::args::MAX_NAME_CHARS
-            )
+            format!("{what} is {chars} characters long; the limit is {limit}")
         },
         None,
         Some(hint),
@@ -70,23 +67,21 @@ fn bad_name(what: &str, chars: usize, hint: &str) -> ! {
 
 /// 22023: key empty or too long.
 #[track_caller]
-pub fn bad_key(chars: usize) -> ! {
+pub fn bad_key(chars: usize, limit: usize) -> ! {
     bad_name(
         "idempotency key",
         chars,
+        limit,
         "Use a client-generated UUID or a similar random string of 1 to 255 characters.",
     )
 }
 
 /// 22023: scope too long.
 #[track_caller]
-pub fn bad_scope(chars: usize) -> ! {
+pub fn bad_scope(chars: usize, limit: usize) -> ! {
     raise!(
         PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
-        format!(
-            "scope is {chars} characters long; the limit is {}",
-            crate::args::MAX_NAME_CHARS
-        ),
+        format!("scope is {chars} characters long; the limit is {limit}"),
         None,
         Some("A scope names a tenant or an endpoint, e.g. 'acct_42:POST /payments'."),
     )
@@ -138,10 +133,11 @@ pub fn negative(argument: &str) -> ! {
 
 /// 22023: checkpoint name empty or too long.
 #[track_caller]
-pub fn bad_checkpoint(chars: usize) -> ! {
+pub fn bad_checkpoint(chars: usize, limit: usize) -> ! {
     bad_name(
         "checkpoint name",
         chars,
+        limit,
         "Name the step the request has reached, e.g. 'charged' or 'email_sent'.",
     )
 }

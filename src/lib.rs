@@ -1,27 +1,28 @@
 //! idem_keys: Stripe-grade idempotency keys for PostgreSQL, from plain SQL.
 //!
-//! The DDL lives in `sql/`; each concern has its module: `api` (the SQL verbs), `store` (their statements),
-//! `direct` (the READ COMMITTED hot path of claim and finish, without SPI; `direct/pg.rs` is the crate's only
-//! PostgreSQL-version-specific code), `fingerprint` (with `jsonb_text`, a request's text from its binary
-//! form), `args` (input checks), `result` (the idem_result row), `home` (the extension's schema and objects
-//! by OID, and the pinned search_path), `replicated` (no replay a failover can take away), `guc`, `error`,
-//! and the optional sweeper: `worker` and `sweep_stats`.
+//! The DDL lives in `sql/`; each concern has its module: `api` (the SQL verbs), `store` (their statements
+//! through SPI), `direct` (the READ COMMITTED hot path of claim and finish, without SPI), `key_row` (a key's
+//! row as both paths hand it to the verbs), `fingerprint` (with `jsonb_text`, a request's text from its
+//! binary form), `args` (input checks), `result` (the idem_result row), `catalog` (the extension's schema
+//! and objects by OID, and the pinned search_path), `replicated` (no replay a failover can take away),
+//! `compat` (the only code that differs between PostgreSQL releases), `guc`, `error`, and the optional
+//! `sweeper` (the background worker and its shared statistics).
 
 use pgrx::prelude::*;
 
 mod api;
 mod args;
+mod catalog;
+mod compat;
 mod direct;
 mod error;
 mod fingerprint;
 mod guc;
-mod home;
-mod jsonb_text;
+mod key_row;
 mod replicated;
 mod result;
 mod store;
-mod sweep_stats;
-mod worker;
+mod sweeper;
 
 #[cfg(any(test, feature = "pg_test"))]
 mod tests;
@@ -40,9 +41,9 @@ pub extern "C-unwind" fn _PG_init() {
     guc::init();
     // Shared memory and background workers can only be set up while the postmaster preloads us.
     if unsafe { pg_sys::process_shared_preload_libraries_in_progress } {
-        sweep_stats::init();
+        sweeper::stats::init();
         replicated::init();
-        worker::register();
+        sweeper::worker::register();
     }
 }
 

@@ -3,7 +3,7 @@
 //! The row type is the calling expression's result type, read from the type cache, so it is right in
 //! whatever schema CREATE EXTENSION put it.
 
-use crate::direct::row::{Answer, Checkpoint};
+use crate::key_row::{Answer, Checkpoint};
 use pgrx::prelude::*;
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]

@@ -17,7 +17,7 @@ use pgrx::spi::{OwnedPreparedStatement, SpiClient, SpiTupleTable};
 use pgrx::{datum::DatumWithOid, PgMemoryContexts, PgOid};
 use std::cell::{Cell, RefCell};
 
-use crate::direct::row::{Answer, Checkpoint, KeyRow};
+use crate::key_row::{Answer, Checkpoint, KeyRow};
 
 /// The columns a claim classifies a stored key by, in this order, after a leading `inserted` flag.
 /// `$3` is the caller's fingerprint. A finished key keeps its last checkpoint, but no outcome of a finished
@@ -372,10 +372,10 @@ pub fn sleep_until(wake: i64) {
 }
 
 /// Connects to SPI for the closure, with `search_path` pinned to `pg_catalog, <extension schema>, pg_temp`
-/// for its statements (home.rs says why here and not in the functions' SET clause). On an ERROR the
+/// for its statements (catalog.rs says why here and not in the functions' SET clause). On an ERROR the
 /// (sub)transaction's abort restores the caller's path, as it does for a SET clause.
 pub fn with_spi<R>(f: impl FnOnce(&SpiClient<'_>) -> R) -> R {
-    let path = crate::home::pinned_search_path();
+    let path = crate::catalog::pinned_search_path();
     // SAFETY: a GUC nest level opened and closed around the statements, as fmgr_security_definer does.
     unsafe {
         let level = pg_sys::NewGUCNestLevel();

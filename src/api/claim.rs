@@ -3,7 +3,7 @@
 
 use crate::args::{self, RawJsonb};
 use crate::direct;
-use crate::direct::row::KeyRow;
+use crate::key_row::KeyRow;
 use crate::fingerprint::{self, Fingerprint};
 use crate::result::{Fields, IdemResult, Outcome};
 use crate::store::{self, Stmt};
@@ -11,7 +11,7 @@ use pgrx::datum::Interval;
 use pgrx::prelude::*;
 
 /// Claim an idempotency key for a JSON request.
-// No SET search_path: the hot verbs pin it only around SQL (home.rs).
+// No SET search_path: the hot verbs pin it only around SQL (catalog.rs).
 #[pg_extern(name = "idem_claim", volatile, parallel_unsafe, security_definer, requires = ["bootstrap"])]
 fn idem_claim_jsonb_wait(
     scope: Option<&str>,
@@ -29,7 +29,7 @@ fn idem_claim_jsonb_wait(
 }
 
 /// Claim an idempotency key for a raw (bytea) request body.
-// No SET search_path: the hot verbs pin it only around SQL (home.rs).
+// No SET search_path: the hot verbs pin it only around SQL (catalog.rs).
 #[pg_extern(name = "idem_claim", volatile, parallel_unsafe, security_definer, requires = ["bootstrap"])]
 fn idem_claim_bytea_wait(
     scope: Option<&str>,

@@ -9,7 +9,7 @@ use pgrx::datum::Interval;
 use pgrx::prelude::*;
 
 /// Store the JSON answer of a claimed key.
-// No SET search_path: the hot verbs pin it only around SQL (home.rs).
+// No SET search_path: the hot verbs pin it only around SQL (catalog.rs).
 #[pg_extern(name = "idem_finish", volatile, parallel_unsafe, security_definer, requires = ["bootstrap"])]
 fn idem_finish_jsonb(
     scope: Option<&str>,
@@ -28,7 +28,7 @@ fn idem_finish_jsonb(
 }
 
 /// Store the raw (bytea) answer of a claimed key.
-// No SET search_path: the hot verbs pin it only around SQL (home.rs).
+// No SET search_path: the hot verbs pin it only around SQL (catalog.rs).
 #[pg_extern(name = "idem_finish", volatile, parallel_unsafe, security_definer, requires = ["bootstrap"])]
 fn idem_finish_bytea(
     scope: Option<&str>,

@@ -3,14 +3,14 @@
 use crate::api::claim::seconds_until;
 use crate::args;
 use crate::direct;
-use crate::direct::row::{Answer, Checkpoint, KeyRow};
+use crate::key_row::{Answer, Checkpoint, KeyRow};
 use crate::result::{Fields, IdemResult, Outcome};
 use crate::store::{self, Stmt};
 use pgrx::prelude::*;
 
 /// `replay` with the stored answer, `in_progress` (retry_after 0 once the lease has ended), or NULL when the
 /// key is unknown or expired. Never returns the token.
-// No SET search_path: the hot verbs pin it only around SQL (home.rs).
+// No SET search_path: the hot verbs pin it only around SQL (catalog.rs).
 #[pg_extern(stable, parallel_safe, security_definer, requires = ["bootstrap"])]
 fn idem_lookup(
     scope: Option<&str>,

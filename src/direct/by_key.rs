@@ -1,7 +1,7 @@
 //! Reading a row by (scope, key), through one index: which one (`ReadIndex`), whether an index is the hash
 //! index sql/bootstrap.sql creates (`is_key_hash_index`), and the scan itself (`fetch_by_key`).
 
-use super::pg;
+use crate::compat;
 use super::row::{col, text};
 use pgrx::pg_sys;
 use std::ptr;
@@ -116,7 +116,7 @@ pub unsafe fn fetch_by_key(
                 1,
             ),
         };
-        let scan = pg::index_beginscan(rel, read_by.index, snapshot, count);
+        let scan = compat::index_beginscan(rel, read_by.index, snapshot, count);
         pg_sys::index_rescan(scan, keys.as_mut_ptr(), count, ptr::null_mut(), 0);
         let mut fetched = Fetched::Absent;
         let mut others = 0;

@@ -13,37 +13,43 @@
 //! Everything else stays on SPI (store.rs): takeovers, error classification, every other verb, and the
 //! isolation levels above READ COMMITTED, whose snapshot and serialization rules are the executor's to
 //! apply. So does a table that is not the shape this module was written for (a trigger, a CHECK constraint,
-//! a redefined primary key: `table::Decline` lists them): `Table::open` then declines, with a DEBUG1
+//! a redefined primary key: `shape::Decline` lists them): `Table::open` then declines, with a DEBUG1
 //! message saying why, and the caller runs the statement instead.
 //!
-//! Files: `table.rs` opens the table and does its operations, `by_key.rs` reads a row by key through one
-//! index, `row.rs` is the row layout, `pg.rs` holds the only code that differs between PostgreSQL majors.
+//! Files: `table.rs` opens the table for a write and does its operations, `reader.rs` opens it for a read
+//! by key, `shape.rs` decides whether the table is still the shape this module was written for,
+//! `by_key.rs` reads a row by key through one index, `row.rs` is the row layout. The code that differs
+//! between PostgreSQL majors is `crate::compat`.
 //!
 //! `idem_keys.direct_path = off` forces SPI everywhere (`AB_B_OPTIONS="-c idem_keys.direct_path=off"
 //! AB_B=idem bash bench/ab.sh` compares the two).
 //!
 //! A replay needs none of a write's set-up: `probe` reads the key through one index alone, with a
-//! `table::Reader` that opens only the table and that index (the hash of `scope || key`; the primary key
+//! `reader::Reader` that opens only the table and that index (the hash of `scope || key`; the primary key
 //! if a DBA dropped it), and `idem_claim` answers from it when the row
 //! is a finished answer (or a mismatch); `lookup` is the same read for `idem_lookup`.
 //!
 //! Nothing here checks privileges: the callers are SECURITY DEFINER functions, the table is found by OID in
-//! the extension's schema (home.rs; never through the caller's search_path), and `Table::open` declines
+//! the extension's schema (catalog.rs; never through the caller's search_path), and `Table::open` declines
 //! unless the functions' owner owns the table (and no row security can apply), so the SPI statements'
 //! checks would pass. Resources are released explicitly on the way out; on an ERROR, transaction abort releases the
 //! relations, locks and buffer pins.
 
 pub mod by_key;
-pub mod pg;
+pub mod reader;
 pub mod row;
+pub mod shape;
 pub mod table;
 
 use by_key::Fetched;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
-use row::{col, KeyRow, Row, FINISH_COLUMNS};
+use crate::key_row::KeyRow;
+use row::{col, Row, FINISH_COLUMNS};
 use std::ptr;
-use table::{Decline, Table, Updated};
+use reader::Reader;
+use shape::Decline;
+use table::{Table, Updated};
 
 /// Rounds of "conflict, but the row changed before we could read it" before handing over to SPI. Each
 /// round follows a concurrent commit on the same key, so more than two is already unusual.
@@ -142,13 +148,13 @@ pub fn claim(
 }
 
 /// A claim's first read: the key's row as a fresh snapshot sees it, through one index alone (a
-/// `table::Reader`: the hash of scope || key, else the primary key), which is all a retry's replay needs.
+/// `reader::Reader`: the hash of scope || key, else the primary key), which is all a retry's replay needs.
 /// `Some(None)`: no committed row holds the key. `None`: the reader declined (the full claim runs and says
 /// why), or too many rows share the key's hash (the full claim reads it through the primary key).
 pub fn probe(scope: &str, key: &str, fingerprint: &[u8]) -> Option<Option<KeyRow>> {
     // SAFETY: in a transaction, inside a function call; the reader and the slot are released before return.
     unsafe {
-        let reader = table::Reader::open(pg_sys::RowExclusiveLock as pg_sys::LOCKMODE).ok()?;
+        let reader = Reader::open(pg_sys::RowExclusiveLock as pg_sys::LOCKMODE).ok()?;
         // As SPI does before each statement: rows this command wrote so far become visible to our read.
         pg_sys::CommandCounterIncrement();
         let row = read(
@@ -175,7 +181,7 @@ pub fn lookup(scope: &str, key: &str) -> Option<Option<KeyRow>> {
             return None;
         }
         let wrote = pg_sys::GetCurrentTransactionIdIfAny() != pg_sys::InvalidTransactionId;
-        let reader = or_declined(table::Reader::open(
+        let reader = or_declined(Reader::open(
             pg_sys::AccessShareLock as pg_sys::LOCKMODE,
         ))?;
         let snapshot = if wrote {
@@ -197,7 +203,7 @@ pub fn lookup(scope: &str, key: &str) -> Option<Option<KeyRow>> {
 /// # Safety
 /// `reader` is open; `snapshot` stays valid during the call.
 unsafe fn read(
-    reader: &table::Reader,
+    reader: &Reader,
     scope: &str,
     key: &str,
     snapshot: pg_sys::Snapshot,

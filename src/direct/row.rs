@@ -1,9 +1,10 @@
-//! A key's row: the column layout of `idem_keys` (sql/bootstrap.sql) as the direct path reads and writes
-//! it, the tuple builder, and the Rust view of a stored key that both paths hand to `idem_claim`'s decision
-//! (`KeyRow`, with its `Answer` and `Checkpoint`). The SPI statements (store.rs) name the same columns in SQL;
-//! `table::is_plain` checks the catalog against `COLUMNS` before any row is written from here.
+//! A key's row as the direct path reads and writes it: the column layout of `idem_keys` (sql/bootstrap.sql)
+//! and the tuple builder. The SPI statements (store.rs) name the same columns in SQL; `shape::check_table`
+//! checks the catalog against `COLUMNS` before any row is written from here. What both paths hand to the
+//! verbs is `crate::key_row`.
 
 use pgrx::pg_sys;
+use crate::key_row::{Answer, Checkpoint, KeyRow};
 use pgrx::prelude::*;
 
 /// Column numbers (1-based, as in the catalog) of `idem_keys`, in the order sql/bootstrap.sql creates them.
@@ -58,55 +59,6 @@ pub const FINISH_COLUMNS: [usize; 6] = [
     col::HEADERS,
 ];
 
-/// A key's row as a claim sees it. Varlena values are copied into the caller's memory context, so they
-/// outlive SPI_finish (or the direct path's executor state) and go straight into the result tuple.
-pub struct KeyRow {
-    pub inserted: bool,
-    pub token: i64,
-    pub attempt: i32,
-    pub same_request: bool,
-    pub finished: bool,
-    pub lease_ends_at: Option<i64>,
-    pub expires_at: Option<i64>,
-    pub answer: Answer,
-    pub created_at: i64,
-    pub checkpoint: Checkpoint,
-}
-
-/// The last recovery point an owner recorded, as raw datums owned by the caller's memory context.
-#[derive(Default)]
-pub struct Checkpoint {
-    pub point: Option<pg_sys::Datum>,
-    pub state: Option<pg_sys::Datum>,
-}
-
-/// A stored answer, as raw datums owned by the caller's memory context.
-#[derive(Default)]
-pub struct Answer {
-    pub status_code: Option<i32>,
-    pub response: Option<pg_sys::Datum>,
-    pub response_bytes: Option<pg_sys::Datum>,
-    pub headers: Option<pg_sys::Datum>,
-}
-
-impl KeyRow {
-    /// The row as the claim that just inserted it knows it.
-    pub fn claimed(token: i64, now: i64, lease_ends_at: i64) -> KeyRow {
-        KeyRow {
-            inserted: true,
-            token,
-            attempt: 1,
-            same_request: true,
-            finished: false,
-            lease_ends_at: Some(lease_ends_at),
-            expires_at: None,
-            answer: Answer::default(),
-            created_at: now,
-            checkpoint: Checkpoint::default(),
-        }
-    }
-}
-
 /// A tuple's values under construction, indexed by 1-based column number.
 pub struct Row {
     values: [pg_sys::Datum; col::COUNT],
@@ -139,7 +91,7 @@ impl Row {
     /// The slot's values; by-reference ones still point into its buffer.
     ///
     /// # Safety
-    /// `slot` holds a tuple of `idem_keys` (checked by `table::is_plain`), and stays as it is while the row
+    /// `slot` holds a tuple of `idem_keys` (checked by `shape::check_table`), and stays as it is while the row
     /// is used.
     pub unsafe fn from_slot(slot: *mut pg_sys::TupleTableSlot) -> Row {
         unsafe {

@@ -150,7 +150,7 @@ fn both_texts(json: &str) -> (Option<Vec<u8>>, Vec<u8>) {
         let value =
             std::slice::from_raw_parts(pgrx::varlena::vardata_any(varlena).cast::<u8>(), size);
         let mut written = Vec::new();
-        let written = crate::jsonb_text::write(value, &mut written).map(|()| written);
+        let written = crate::fingerprint::jsonb_text::write(value, &mut written).map(|()| written);
         (written, expected)
     }
 }
@@ -180,7 +180,7 @@ fn assert_declined(json: &str, what: &str) {
 
 /// The limits of the walk: nesting (it recurses, PostgreSQL iterates) and size (its buffer is not PostgreSQL's).
 pub fn check_limits() {
-    use crate::jsonb_text::{MAX_DEPTH, MAX_VALUE_BYTES};
+    use crate::fingerprint::jsonb_text::{MAX_DEPTH, MAX_VALUE_BYTES};
     let nested = |levels: usize| format!("{}1{}", "[".repeat(levels), "]".repeat(levels));
     // The root is depth 0: MAX_DEPTH + 1 arrays reach depth MAX_DEPTH.
     assert_same_text(&nested(MAX_DEPTH + 1));

@@ -153,7 +153,10 @@ mod tests {
     /// under each change are the SPI statements' (tests/pg_regress/sql/direct_declines.sql).
     #[pg_test]
     fn direct_path_declines_exactly_what_it_would_not_honour() {
-        use crate::direct::table::{check, check_read, Decline::*, ReadIndex::Hash};
+        use crate::direct::by_key::ReadIndex::Hash;
+        use crate::direct::reader::check_read;
+        use crate::direct::shape::Decline::*;
+        use crate::direct::table::check;
         assert_eq!(
             check(),
             Ok(1),
@@ -233,13 +236,14 @@ mod tests {
     /// whose scope || key is the same text (the hash index's entries are equal there, the rows are not).
     #[pg_test]
     fn reads_by_key_use_the_hash_index_and_check_each_row() {
-        use crate::direct::table::{check_read, ReadIndex::*};
+        use crate::direct::by_key::ReadIndex::*;
+        use crate::direct::reader::check_read;
         assert_eq!(
             Spi::get_one::<i64>(
                 "SELECT oid::int8 FROM pg_opfamily WHERE opfname = 'text_ops' AND opfmethod = (SELECT oid FROM pg_am WHERE amname = 'hash')"
             ),
             Ok(Some(1995)),
-            "the text hash operator family table.rs names"
+            "the text hash operator family by_key.rs names"
         );
         let fp = [7u8; 32];
         let now = crate::store::clock_now();
@@ -443,7 +447,7 @@ mod tests {
         assert_eq!(stored, Ok(Some("\"0123456\"".into())));
     }
 
-    /// The fingerprint's text of a JSON request is written from the binary value (src/jsonb_text.rs); it
+    /// The fingerprint's text of a JSON request is written from the binary value (src/fingerprint/jsonb_text.rs); it
     /// must be PostgreSQL's jsonb_out text byte for byte, on every major.
     #[pg_test]
     fn jsonb_text_is_jsonb_out() {

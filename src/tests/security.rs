@@ -48,7 +48,7 @@ fn an_unprivileged_role_uses_the_api_but_not_the_table() {
     assert_eq!(scope_digest(&mut c, "sec").split(':').next(), Some("1"));
 }
 
-/// The hot verbs written in C, which pin the search path themselves around the SQL they run (src/home.rs)
+/// The hot verbs written in C, which pin the search path themselves around the SQL they run (src/catalog.rs)
 /// instead of in a SET clause.
 const PINNED_BY_THE_LIBRARY: [&str; 5] = [
     "idem_claim(text,text,bytea,interval,interval)",

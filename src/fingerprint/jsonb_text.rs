@@ -1,6 +1,6 @@
 //! `jsonb_out`'s text of a jsonb value, written by reading the binary value directly.
 //!
-//! A JSON request's fingerprint is SHA-256 over its `jsonb_out` text (fingerprint.rs). PostgreSQL's
+//! A JSON request's fingerprint is SHA-256 over its `jsonb_out` text (fingerprint/mod.rs). PostgreSQL's
 //! `JsonbToCString` builds that text through its generic iterator, a palloc'd `JsonbValue` per token, a
 //! `numeric_out` call (and its string) per number and a `StringInfo` grown a character at a time: about
 //! 5,000 instructions for a typical 100-byte request, on every claim (bench/callgrind_replay.sh). This

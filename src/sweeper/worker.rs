@@ -10,7 +10,8 @@
 //!
 //! Both start only after recovery, so a hot standby runs none of this until it is promoted.
 
-use crate::{guc, store, sweep_stats};
+use super::stats;
+use crate::{guc, store};
 use pgrx::bgworkers::{
     BackgroundWorker, BackgroundWorkerBuilder, BackgroundWorkerStatus, BgWorkerStartTime,
     DynamicBackgroundWorker, SignalWakeFlags,
@@ -202,7 +203,7 @@ fn sweep_database(database: &str) -> Option<bool> {
             }
             Err(message) => {
                 log!("idem_keys sweeper: sweeping database \"{database}\" failed, retrying in idem_keys.sweep_interval: {message}");
-                sweep_stats::record_error();
+                stats::record_error();
                 return None;
             }
         }

@@ -1,6 +1,8 @@
-//! The crate's only PostgreSQL-version-specific code: one wrapper per executor primitive whose signature
-//! or data structure changed between the majors we build for, the variants side by side. Callers see one
-//! signature and never a `cfg`.
+//! The crate's only code that differs between PostgreSQL releases, the variants side by side; callers see
+//! one signature and never a `cfg`.
+//!
+//! Between majors, one wrapper per executor primitive whose signature or data structure changed (16 shares
+//! 17's code):
 //!
 //! | primitive                  | 15                    | 16, 17                           | 18                           |
 //! |----------------------------|-----------------------|----------------------------------|------------------------------|
@@ -11,11 +13,13 @@
 //! | `index_beginscan`          | 5 arguments           | as 15                            | + `instrument`               |
 //! | tuple descriptor attribute | `attrs[i]`            | as 15                            | `TupleDescAttr(desc, i)`     |
 //!
-//! PostgreSQL 16 takes the 17 code (`--features pg16`); with no 16 headers or server reachable here it is
-//! neither built nor tested (README, "Supported PostgreSQL versions").
+//! Between minor releases of one major, WalSndCtl's synchronous-standby byte (`sync_standbys_defined`): a
+//! library built against one minor's headers is loaded by any minor of its major, so this is decided by the
+//! running server's version, not at build time.
 
 use pgrx::pg_sys;
 use pgrx::prelude::*;
+use std::cell::Cell;
 use std::ptr;
 
 /// Which index entries an updated tuple needs (TU_UpdateIndexes on 16+; a bool on 15).
@@ -247,5 +251,118 @@ pub unsafe fn attribute<'a>(
         return &(*desc).attrs.as_slice(i + 1)[i];
         #[cfg(feature = "pg18")]
         return &*pg_sys::TupleDescAttr(desc, i as i32);
+    }
+}
+
+/// Whether synchronous_standby_names names any standby. The checkpointer publishes it in WalSndCtl; until it
+/// has (right after a start, exactly when this module matters), the backend's own setting decides, as
+/// SyncRepWaitForLSN does.
+///
+/// # Safety
+/// `ctl` is WalSndCtl.
+pub unsafe fn sync_standbys_defined(ctl: *mut pg_sys::WalSndCtlData) -> bool {
+    unsafe {
+        let names_set = || {
+            let names = pg_sys::SyncRepStandbyNames;
+            !names.is_null() && *names != 0
+        };
+        let published = std::ptr::read_volatile(sync_standbys_byte(ctl));
+        if !server_has_status_bits() {
+            // A bare boolean, false until the checkpointer has published: waiting on the backend's own
+            // setting meanwhile is what the later minors do, and never serves an unconfirmed answer.
+            return published != 0 || names_set();
+        }
+        if published & SYNC_STANDBY_INIT == 0 {
+            return names_set();
+        }
+        published & SYNC_STANDBY_DEFINED != 0
+    }
+}
+
+/// The status bits of the minor releases that have them (syncrep.h's SYNC_STANDBY_INIT and
+/// SYNC_STANDBY_DEFINED), spelled out here because headers of an older minor do not define them.
+const SYNC_STANDBY_INIT: u8 = 1 << 0;
+const SYNC_STANDBY_DEFINED: u8 = 1 << 1;
+
+/// WalSndCtl's byte that says whether synchronous standbys are defined. The minor releases of May 2025
+/// (13.21, 14.18, 15.13, 16.9, 17.5; 18 from the start) turned the boolean `sync_standbys_defined` into the
+/// status bits `sync_standbys_status`: the same single byte, right after `lsn`, with other meanings. Which one
+/// the headers this library was built against have says nothing about the server that loads it (any minor of
+/// the same major may), so the byte is found without naming the field and read as the running server writes
+/// it (`server_has_status_bits`).
+///
+/// # Safety
+/// `ctl` is WalSndCtl.
+unsafe fn sync_standbys_byte(ctl: *mut pg_sys::WalSndCtlData) -> *const u8 {
+    unsafe {
+        let lsn = std::ptr::addr_of!((*ctl).lsn);
+        lsn.add(1).cast::<u8>()
+    }
+}
+
+/// Whether the running server (not the headers this library was built against) writes status bits into
+/// `sync_standbys_byte`: from `server_version_num`, once per backend.
+fn server_has_status_bits() -> bool {
+    thread_local! {
+        static HAS_BITS: Cell<Option<bool>> = const { Cell::new(None) };
+    }
+    if let Some(known) = HAS_BITS.get() {
+        return known;
+    }
+    let known = has_status_bits(running_server_version());
+    HAS_BITS.set(Some(known));
+    known
+}
+
+/// The first minor release of each major whose WalSndCtl has status bits.
+fn has_status_bits(version_num: u32) -> bool {
+    let first_with_bits = match version_num / 10_000 {
+        ..=12 => return false,
+        13 => 130_021,
+        14 => 140_018,
+        15 => 150_013,
+        16 => 160_009,
+        17 => 170_005,
+        _ => return true,
+    };
+    version_num >= first_with_bits
+}
+
+/// `server_version_num` of the server this backend runs in.
+fn running_server_version() -> u32 {
+    // SAFETY: a built-in setting, always defined; GetConfigOption returns a pointer into its own storage.
+    let text = unsafe { pg_sys::GetConfigOption(c"server_version_num".as_ptr(), false, false) };
+    if text.is_null() {
+        return pg_sys::PG_VERSION_NUM;
+    }
+    unsafe { std::ffi::CStr::from_ptr(text) }
+        .to_str()
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(pg_sys::PG_VERSION_NUM)
+}
+
+#[cfg(test)]
+mod layout_tests {
+    use super::has_status_bits;
+
+    #[test]
+    fn status_bits_arrive_with_the_minor_releases_of_may_2025() {
+        for (version, bits) in [
+            (150_012, false),
+            (150_013, true),
+            (150_020, true),
+            (160_002, false),
+            (160_008, false),
+            (160_009, true),
+            (170_004, false),
+            (170_005, true),
+            (180_000, true),
+            (130_020, false),
+            (130_021, true),
+            (120_022, false),
+        ] {
+            assert_eq!(has_status_bits(version), bits, "server_version_num {version}");
+        }
     }
 }

@@ -6,8 +6,11 @@
 //! jsonb values print the same text — except for numbers, where `1.0`, `1.00` and `1` are equal as jsonb but
 //! print with their own scale. We drop trailing fractional zeros while hashing, and nothing else, so any other
 //! difference still changes the fingerprint. The text is streamed into the hasher run by run; no second string
-//! is built. This module is pure Rust and is tested without a server (property tests against the server's
-//! jsonb parser live in src/tests/fingerprint_props.rs).
+//! is built. This file is pure Rust and is tested without a server (property tests against the server's
+//! jsonb parser live in src/tests/fingerprint_props.rs). `jsonb_text` writes that text from a jsonb value's
+//! binary form, for the hot path.
+
+pub mod jsonb_text;
 
 use sha2::{Digest, Sha256};
 
