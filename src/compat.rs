@@ -362,7 +362,11 @@ mod layout_tests {
             (130_021, true),
             (120_022, false),
         ] {
-            assert_eq!(has_status_bits(version), bits, "server_version_num {version}");
+            assert_eq!(
+                has_status_bits(version),
+                bits,
+                "server_version_num {version}"
+            );
         }
     }
 }

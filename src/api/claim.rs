@@ -3,8 +3,8 @@
 
 use crate::args::{self, RawJsonb};
 use crate::direct;
-use crate::key_row::KeyRow;
 use crate::fingerprint::{self, Fingerprint};
+use crate::key_row::KeyRow;
 use crate::result::{Fields, IdemResult, Outcome};
 use crate::store::{self, Stmt};
 use pgrx::datum::Interval;

@@ -1,8 +1,8 @@
 //! Reading a row by (scope, key), through one index: which one (`ReadIndex`), whether an index is the hash
 //! index sql/bootstrap.sql creates (`is_key_hash_index`), and the scan itself (`fetch_by_key`).
 
-use crate::compat;
 use super::row::{col, text};
+use crate::compat;
 use pgrx::pg_sys;
 use std::ptr;
 

@@ -41,14 +41,14 @@ pub mod row;
 pub mod shape;
 pub mod table;
 
+use crate::key_row::KeyRow;
 use by_key::Fetched;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
-use crate::key_row::KeyRow;
-use row::{col, Row, FINISH_COLUMNS};
-use std::ptr;
 use reader::Reader;
+use row::{col, Row, FINISH_COLUMNS};
 use shape::Decline;
+use std::ptr;
 use table::{Table, Updated};
 
 /// Rounds of "conflict, but the row changed before we could read it" before handing over to SPI. Each
@@ -181,9 +181,7 @@ pub fn lookup(scope: &str, key: &str) -> Option<Option<KeyRow>> {
             return None;
         }
         let wrote = pg_sys::GetCurrentTransactionIdIfAny() != pg_sys::InvalidTransactionId;
-        let reader = or_declined(Reader::open(
-            pg_sys::AccessShareLock as pg_sys::LOCKMODE,
-        ))?;
+        let reader = or_declined(Reader::open(pg_sys::AccessShareLock as pg_sys::LOCKMODE))?;
         let snapshot = if wrote {
             pg_sys::CommandCounterIncrement();
             pg_sys::GetLatestSnapshot()

@@ -3,8 +3,8 @@
 //! checks the catalog against `COLUMNS` before any row is written from here. What both paths hand to the
 //! verbs is `crate::key_row`.
 
-use pgrx::pg_sys;
 use crate::key_row::{Answer, Checkpoint, KeyRow};
+use pgrx::pg_sys;
 use pgrx::prelude::*;
 
 /// Column numbers (1-based, as in the catalog) of `idem_keys`, in the order sql/bootstrap.sql creates them.

@@ -117,7 +117,9 @@ impl Table {
         slot: *mut pg_sys::TupleTableSlot,
         conflict: &mut pg_sys::ItemPointerData,
     ) -> bool {
-        unsafe { compat::check_index_constraints(self.rri, slot, self.estate, conflict, self.arbiters) }
+        unsafe {
+            compat::check_index_constraints(self.rri, slot, self.estate, conflict, self.arbiters)
+        }
     }
 
     /// Runs `f` with the caller's context current, for values that must outlive `close`.

@@ -1,5 +1,5 @@
 -- A finish that PostgreSQL 16+ does as a HOT update still owes summarizing (BRIN) indexes an entry for the
--- new row version, and owes the other indexes none (`onlySummarizing`, src/direct/pg.rs). With the sweep's
+-- new row version, and owes the other indexes none (`onlySummarizing`, src/compat.rs). With the sweep's
 -- partial indexes gone and a BRIN index on expires_at, a finish changes no column a btree covers: on 16+
 -- the primary key gains no entry (HOT); on 15, where any index on a changed column rules HOT out, it gains
 -- one. Both paths (idem_keys.direct_path on and off) answer the same.
