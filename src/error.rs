@@ -153,14 +153,14 @@ pub fn not_positive_count(argument: &str, value: i32) -> ! {
     )
 }
 
-/// 54000: a response (or checkpoint state) over idem_keys.max_response_bytes.
+/// 54000: a response, headers or checkpoint state over idem_keys.max_response_bytes.
 #[track_caller]
 pub fn too_large(argument: &str, bytes: usize, limit: usize) -> ! {
     raise!(
         PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
         format!("{argument} is {bytes} bytes; idem_keys.max_response_bytes is {limit}"),
         None,
-        Some("Store a reference to the result (an id) instead of the whole body, or raise idem_keys.max_response_bytes."),
+        Some("Store a reference to the result (an id) instead of the whole body, or have a superuser raise idem_keys.max_response_bytes."),
     )
 }
 

@@ -1,8 +1,9 @@
 //! Every `idem_keys.*` setting: private statics, bounds, units, one `init()`, small getters.
 //!
 //! The key settings are `Userset`, so they can be set per session, per role (`ALTER ROLE … SET`), per
-//! database (`ALTER DATABASE … SET`) and in postgresql.conf. None of them is security-relevant: a caller who
-//! shortens their own lease or retention only affects the keys they write. So are the sweep's batch size and
+//! database (`ALTER DATABASE … SET`) and in postgresql.conf: a caller who shortens their own lease or
+//! retention only affects the keys they write. The size cap is the exception: it protects the table from its
+//! callers, so only a privileged role changes it (`Suset`). So are the sweep's batch size and
 //! rest (`sweep_batch_size`, `sweep_delay`): a manual `idem_sweep()` or `CALL idem_sweep_paced()` may pace
 //! itself per session, and the worker reads them from postgresql.conf on reload. The worker's own settings
 //! (`sweep_interval`, `sweep_databases`, `sweep_enabled`) are `Sighup`: they belong to the server, and
@@ -25,8 +26,12 @@ static RETENTION_SECONDS: GucSetting<i32> = GucSetting::<i32>::new(86_400);
 /// in seconds. A week by default: long enough for a human to look at what `idem_stale()` reports.
 static ABANDON_AFTER_SECONDS: GucSetting<i32> = GucSetting::<i32>::new(7 * 86_400);
 
-/// Largest stored response, in bytes (the jsonb's binary size, or the bytea's length). Keeps one bad
-/// caller from filling the table with megabytes per key. 1 MB by default.
+/// Largest stored response, headers or checkpoint state, in bytes each (the jsonb's binary size, or the
+/// bytea's length). Keeps one bad caller from filling the table with megabytes per key, so the callers it
+/// guards against must not lift it: `Suset`, changed in postgresql.conf, `ALTER ROLE`/`ALTER DATABASE` by a
+/// superuser, or by a role granted `SET` on it (PostgreSQL 15's `GRANT SET ON PARAMETER`). A value an
+/// unprivileged session `SET` before this library was loaded is dropped with a WARNING when it loads. 1 MB
+/// by default.
 static MAX_RESPONSE_BYTES: GucSetting<i32> = GucSetting::<i32>::new(1024 * 1024);
 
 /// Rows `idem_sweep` deletes per statement. Small batches keep each DELETE's locks and WAL burst short: a
@@ -89,12 +94,12 @@ pub fn init() {
     );
     GucRegistry::define_int_guc(
         c"idem_keys.max_response_bytes",
-        c"Largest response idem_finish stores.",
-        c"Larger responses are refused with SQLSTATE 54000.",
+        c"Largest response, headers or checkpoint state idem_keys stores.",
+        c"Larger values are refused with SQLSTATE 54000. Only a superuser (or a role granted SET on it) may change it.",
         &MAX_RESPONSE_BYTES,
         1,
         i32::MAX,
-        GucContext::Userset,
+        GucContext::Suset,
         GucFlags::UNIT_BYTE,
     );
     GucRegistry::define_int_guc(

@@ -21,9 +21,12 @@
 //!
 //! The second stays open, and docs/operations.md says so: telling a cancelled wait from a confirmed one would
 //! need each row's commit LSN, which PostgreSQL does not keep. `in_progress` waits for nothing: it promises
-//! nothing durable, and the client asks again. Without synchronous standbys (asynchronous replication, or
-//! `synchronous_commit` at `local` or `off` for the session) there is nothing to wait for, and a failover can
-//! lose any recent answer, as it can lose any recent commit.
+//! nothing durable, and the client asks again. Without synchronous standbys (asynchronous replication) there
+//! is nothing to wait for, and a failover can lose any recent answer, as it can lose any recent commit.
+//!
+//! A session's own `synchronous_commit = off` or `local` changes none of this: a finish commits as if it were
+//! `on` (`finish_as_durably_as_replays`), else its answer would replay at once and a failover could lose it,
+//! and a replay waits at remote flush at least.
 
 use pgrx::pg_sys;
 use pgrx::prelude::*;
@@ -61,7 +64,7 @@ pub fn await_confirmed() {
     // reads of an aligned status byte and 8-byte positions, as syncrep.c's own fast path reads the status).
     unsafe {
         let Some(mode) = wait_mode() else {
-            // This session's commits wait for no standby (synchronous_commit local or off).
+            // No WAL senders: no standby to wait for.
             return;
         };
         let level = mode + 1;
@@ -105,8 +108,44 @@ pub fn await_confirmed() {
     }
 }
 
-/// The SYNC_REP_WAIT_* mode this session's commits wait for, from `synchronous_commit` (as syncrep.c's
-/// assign hook derives it), or None when they wait for no standby.
+/// Makes this transaction's commit wait for the synchronous standbys even where this session set
+/// `synchronous_commit = off` or `local` (a worker role's latency setting): its answer would otherwise be
+/// visible, and replayed, at once, and a failover to the standby would then lose it, so the work runs twice.
+/// Raised to `on` (remote flush, what a replay at the default waits for) for this transaction only (`SET
+/// LOCAL`), and only while synchronous standbys are named: without them no commit waits anyway. A session's
+/// `remote_write` or `remote_apply` stays: those commits wait for the standby already.
+pub fn finish_as_durably_as_replays() {
+    // SAFETY: reads of this backend's settings and of WalSndCtl, as in `await_confirmed`; set_config_option
+    // on a built-in setting at its own context, which either succeeds or raises an ERROR.
+    unsafe {
+        if pg_sys::max_wal_senders == 0
+            || pg_sys::synchronous_commit as u32
+                >= pg_sys::SyncCommitLevel::SYNCHRONOUS_COMMIT_REMOTE_WRITE
+            || pg_sys::RecoveryInProgress()
+        {
+            return;
+        }
+        let ctl = pg_sys::WalSndCtl;
+        if ctl.is_null() || !crate::compat::sync_standbys_defined(ctl) {
+            return;
+        }
+        pg_sys::set_config_option(
+            c"synchronous_commit".as_ptr(),
+            c"on".as_ptr(),
+            pg_sys::GucContext::PGC_USERSET,
+            pg_sys::GucSource::PGC_S_SESSION,
+            pg_sys::GucAction::GUC_ACTION_LOCAL,
+            true,
+            0,
+            false,
+        );
+    }
+}
+
+/// The SYNC_REP_WAIT_* mode a replay waits for: the one this session's commits wait for, from
+/// `synchronous_commit` (as syncrep.c's assign hook derives it), and at least remote flush (`on`) where the
+/// session's commits wait for none (`off`, `local`): the answer is what must survive a failover, whatever
+/// the reader set. None on a server with no WAL senders.
 ///
 /// # Safety
 /// In a backend.
@@ -125,7 +164,7 @@ unsafe fn wait_mode() -> Option<u32> {
             pg_sys::SyncCommitLevel::SYNCHRONOUS_COMMIT_REMOTE_APPLY => {
                 Some(pg_sys::SYNC_REP_WAIT_APPLY)
             }
-            _ => None,
+            _ => Some(pg_sys::SYNC_REP_WAIT_FLUSH),
         }
     }
 }

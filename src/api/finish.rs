@@ -94,6 +94,7 @@ impl<'a> FinishCall<'a> {
             if kind != "object" {
                 error::headers_not_object(kind)
             }
+            args::stored_size("headers", headers.size());
         }
         let retention_micros =
             args::duration_micros("retention", retention, crate::guc::retention_micros);
@@ -108,6 +109,7 @@ impl<'a> FinishCall<'a> {
     }
 
     fn finish(self, response: Option<pg_sys::Datum>, response_bytes: Option<pg_sys::Datum>) {
+        crate::replicated::finish_as_durably_as_replays();
         let now = store::clock_now();
         let answer = direct::Finish {
             token: self.token,

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# No phantom replay (issue 18), deterministic, with plain streaming replication on loopback: a primary with a
+# No phantom replay, deterministic, with plain streaming replication on loopback: a primary with a
 # synchronous standby; the standby stops, so a finish commits locally and waits for it; the primary's postmaster
 # is SIGKILLed and restarts alone, its crash recovery making that finish visible although the standby never had
 # it. idem_keys must not serve it as a replay then. Two endings:
 #   promote: the primary stops for good and the standby is promoted: the finish is gone there, and every
 #            answer a client received still replays;
 #   return:  the standby comes back and receives the finish: the replay is served as soon as it confirms.
-# Both with and without shared_preload_libraries (the shared flag, or one per backend). Needs the extension
-# installed. Bounded: every wait below has a limit.
+# Both with and without shared_preload_libraries (the shared flag, or one per backend). Then a finish by a
+# session whose own synchronous_commit is off: it must still wait for the standby before its answer replays.
+# Needs the extension installed. Bounded: every wait below has a limit.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 suite=phantom; source tests/lib.sh
@@ -42,7 +43,7 @@ sqlstate() {
   grep -oP 'ERROR:\s+\K[0-9A-Z]{5}' <<<"$out" | tail -1 || echo "none ($out)"
 }
 claim_sql() { echo "SELECT (idem_claim('ha', '$1', '{\"amount\": 1}'::jsonb)).outcome"; }
-setup() { # setup PRELOAD(on|off)
+pair() { # pair PRELOAD(on|off): a primary with the extension and its synchronous standby, streaming
   stop_all
   rm -rf "$primary" "$standby"
   local preload=""; [ "$1" = on ] && preload="shared_preload_libraries = 'idem_keys'"
@@ -59,6 +60,19 @@ setup() { # setup PRELOAD(on|off)
   p -c "ALTER SYSTEM SET synchronous_standby_names = 'ANY 1 (s1)'" -c "SELECT pg_reload_conf()" >/dev/null
   wait_until 20 bash -c "[ \"\$(psql -X -At -h '$primary' -p $pport -U postgres -c \"SELECT sync_state FROM pg_stat_replication WHERE application_name = 's1'\")\" = quorum ]" \
     || fail "the standby did not become synchronous"
+}
+# one_waits_for_standby: exactly one backend waits for the synchronous standby to confirm its commit.
+one_waits_for_standby() { [ "$(p -c "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'SyncRep'")" = 1 ]; }
+promote_standby() { # the primary is lost for good; the standby takes over
+  bash scripts/cluster.sh immediate "$primary"
+  wait || true
+  bash scripts/cluster.sh start "$standby" "$sport"
+  sudo -u postgres "$bin/pg_ctl" -D "$standby/data" -w promote >/dev/null
+  wait_until 20 bash -c "[ \"\$(psql -X -At -h '$standby' -p $sport -U postgres -c 'SELECT pg_is_in_recovery()')\" = f ]" \
+    || fail "the standby was not promoted"
+}
+setup() { # setup PRELOAD(on|off)
+  pair "$1"
 
   # An answer before the trouble, confirmed by the standby, and a claim whose finish will be cut off.
   local token
@@ -71,8 +85,7 @@ setup() { # setup PRELOAD(on|off)
   # The standby goes away; the finish commits locally and waits for it.
   bash scripts/cluster.sh stop "$standby"
   p -c "SELECT idem_finish('ha', 'lost', $token, 201, '\x6c6f7374'::bytea)" >/dev/null 2>&1 &
-  wait_until 10 bash -c "[ \"\$(psql -X -At -h '$primary' -p $pport -U postgres -c \"SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'SyncRep'\")\" = 1 ]" \
-    || fail "the finish is not waiting for the synchronous standby"
+  wait_until 10 one_waits_for_standby || fail "the finish is not waiting for the synchronous standby"
 
   # The primary's postmaster dies; its backends follow; it restarts alone and recovers the finish.
   kill -9 "$(head -1 "$primary/data/postmaster.pid")"
@@ -103,11 +116,7 @@ setup() { # setup PRELOAD(on|off)
 for preload in on off; do
   setup "$preload"
   # Ending 1: the primary is lost for good; the standby is promoted without the finish.
-  bash scripts/cluster.sh immediate "$primary"
-  bash scripts/cluster.sh start "$standby" "$sport"
-  sudo -u postgres "$bin/pg_ctl" -D "$standby/data" -w promote >/dev/null
-  wait_until 20 bash -c "[ \"\$(psql -X -At -h '$standby' -p $sport -U postgres -c 'SELECT pg_is_in_recovery()')\" = f ]" \
-    || fail "the standby was not promoted"
+  promote_standby
   [ "$(s -c "SELECT finished_at IS NULL FROM idem_keys WHERE key = 'lost'")" = t ] || fail "the promoted standby has the finish"
   [ "$(s -c "$(claim_sql kept)")" = replay ] || fail "the answer the client received before the crash does not replay"
   [ "$(s -c "$(claim_sql lost)")" = in_progress ] || fail "the cut-off key is not in_progress on the promoted standby"
@@ -121,3 +130,18 @@ for preload in on off; do
   [ "$(s -c "SELECT finished_at IS NOT NULL FROM idem_keys WHERE key = 'lost'")" = t ] || fail "the standby lacks the finish"
   echo "phantom (preload $preload), return: the standby received the finish, and the replay is served"
 done
+
+# A finishing session's own synchronous_commit (off here; a worker role's latency setting) must not make its
+# answer replayable before the synchronous standby has it: the finish waits for the standby, a retry meanwhile
+# is told in_progress, and a failover then loses nothing a client was told.
+pair on
+token=$(p -c "SELECT (idem_claim('ha', 'async', '{\"amount\": 1}'::jsonb)).token")
+bash scripts/cluster.sh stop "$standby"
+p -c "SET synchronous_commit = off" -c "SELECT idem_finish('ha', 'async', $token, 201, '\x6173796e63'::bytea)" >/dev/null 2>&1 &
+wait_until 10 one_waits_for_standby \
+  || fail "a finish under synchronous_commit = off returned without the synchronous standby (replayable, then lost by a failover)"
+got=$(on "$primary" "$pport" -c "SET statement_timeout = '3s'" -c "$(claim_sql async)")
+[ "$got" = in_progress ] || fail "a retry during that finish answered $got, not in_progress"
+promote_standby
+[ "$(s -c "$(claim_sql async)")" = in_progress ] || fail "the promoted standby does not have the key in progress"
+echo "phantom: a finish under synchronous_commit = off waits for the synchronous standby; a retry meanwhile is in_progress, and the failover loses no answer a client saw"

@@ -30,6 +30,8 @@ SELECT idem_finish('err', 'k', :t, 200, '{}'::jsonb, retention => '-1 hour');
 SET idem_keys.max_response_bytes = '1kB';
 SELECT idem_finish('err', 'k', :t, 200, to_jsonb(repeat('x', 2000)));
 \echo :LAST_ERROR_SQLSTATE
+SELECT idem_finish('err', 'k', :t, 200, '{}'::jsonb, headers => jsonb_build_object('Link', repeat('x', 2000)));
+\echo :LAST_ERROR_SQLSTATE
 RESET idem_keys.max_response_bytes;
 SELECT idem_finish('err', 'nobody', :t, 200, '{}'::jsonb);
 \echo :LAST_ERROR_SQLSTATE
