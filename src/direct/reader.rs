@@ -1,7 +1,9 @@
 //! The read side of the direct path: the table and one index, opened for a replay's or a lookup's read by
 //! key, without the executor state a write needs.
 
-use super::by_key::{fetch_by_key, Fetched, KeyIndex, ReadIndex};
+#[cfg(any(test, feature = "pg_test"))]
+use super::by_key::ReadIndex;
+use super::by_key::{fetch_by_key, Fetched, KeyIndex};
 use super::shape::{check_table, open_relation, remember, verified_in, verify_indexes, Decline};
 use crate::catalog;
 use pgrx::pg_sys;
