@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Failover under an HA manager (issue 18): pg_auto_failover 2.0 from Debian (a monitor, a primary and a
+# Failover under an HA manager: pg_auto_failover 2.0 from Debian (a monitor, a primary and a
 # synchronous standby, all on loopback) while the Go, Python and Node services and four SQL clients run a
 # retry storm through a multi-host connection string (target_session_attrs=read-write). Two scenarios, one
 # after the other on the same formation:

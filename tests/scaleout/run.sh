@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Scale-out (issue 17), loopback only: four partitions (four PostgreSQL servers with idem_keys, each admitting
+# Scale-out through a PL/Proxy router, loopback only: four partitions (four PostgreSQL servers with idem_keys, each admitting
 # only the router's role over TCP) and a router (PL/Proxy + idem_keys_proxy, server idem_keys_cluster):
 #   1. a partition on another idem_keys version makes idem_cluster_status fail (55000) until it is updated;
 #   2. tests/scaleout/checks.py: the contract, the spread of one large scope, every error a router can meet
