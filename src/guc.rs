@@ -2,10 +2,10 @@
 //!
 //! The key settings are `Userset`, so they can be set per session, per role (`ALTER ROLE … SET`), per
 //! database (`ALTER DATABASE … SET`) and in postgresql.conf: a caller who shortens their own lease or
-//! retention only affects the keys they write. The size cap is the exception: it protects the table from its
-//! callers, so only a privileged role changes it (`Suset`). So are the sweep's batch size and
-//! rest (`sweep_batch_size`, `sweep_delay`): a manual `idem_sweep()` or `CALL idem_sweep_paced()` may pace
-//! itself per session, and the worker reads them from postgresql.conf on reload. The worker's own settings
+//! retention only affects the keys they write. So are the sweep's batch size and rest (`sweep_batch_size`,
+//! `sweep_delay`): a manual `idem_sweep()` or `CALL idem_sweep_paced()` may pace itself per session, and the
+//! worker reads them from postgresql.conf on reload. The size cap is the exception: it protects the table
+//! from its callers, so only a privileged role changes it (`Suset`). The worker's own settings
 //! (`sweep_interval`, `sweep_databases`, `sweep_enabled`) are `Sighup`: they belong to the server, and
 //! `pg_reload_conf()` changes them without a restart.
 

@@ -116,17 +116,14 @@ pub fn await_confirmed() {
 /// `remote_write` or `remote_apply` stays: those commits wait for the standby already.
 pub fn finish_as_durably_as_replays() {
     // SAFETY: reads of this backend's settings and of WalSndCtl, as in `await_confirmed`; set_config_option
-    // on a built-in setting at its own context, which either succeeds or raises an ERROR.
+    // on a built-in setting at its own context, which either succeeds or raises an ERROR. A finish never
+    // runs in recovery (args::writable refused it).
     unsafe {
         if pg_sys::max_wal_senders == 0
             || pg_sys::synchronous_commit as u32
                 >= pg_sys::SyncCommitLevel::SYNCHRONOUS_COMMIT_REMOTE_WRITE
-            || pg_sys::RecoveryInProgress()
+            || sync_standbys_confirmed(pg_sys::SYNC_REP_WAIT_FLUSH).is_none()
         {
-            return;
-        }
-        let ctl = pg_sys::WalSndCtl;
-        if ctl.is_null() || !crate::compat::sync_standbys_defined(ctl) {
             return;
         }
         pg_sys::set_config_option(
