@@ -22,7 +22,8 @@ pub fn require<T>(value: Option<T>, function: &str, argument: &str) -> T {
     value.unwrap_or_else(|| error::null_argument(function, argument))
 }
 
-/// Scope may be empty (one-tenant apps); key may not.
+/// Scope may be empty (one-tenant apps); key may not. With tenant binding on, the scope must also be the
+/// caller's tenant's (42501), checked last so that a malformed call is told so whoever makes it.
 pub fn scope_and_key<'a>(
     function: &str,
     scope: Option<&'a str>,
@@ -33,7 +34,9 @@ pub fn scope_and_key<'a>(
     if let Some(chars) = chars_over_limit(scope) {
         error::bad_scope(chars, MAX_NAME_CHARS)
     }
-    (scope, nonempty_name(key, error::bad_key))
+    let key = nonempty_name(key, error::bad_key);
+    crate::tenant::check(function, scope);
+    (scope, key)
 }
 
 /// A key or a checkpoint name: 1 to 255 characters, else `bad` with the length found and the limit.

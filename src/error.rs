@@ -198,6 +198,36 @@ pub fn checkpoint_after_finish() -> ! {
     )
 }
 
+/// 42501: tenant binding is on and the scope is not the caller's tenant's. Says nothing about the scope's
+/// keys: the check runs before any read.
+#[track_caller]
+pub fn foreign_scope(function: &str, scope: &str, tenant: &str) -> ! {
+    raise!(
+        PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+        format!("{function}: permission denied for scope \"{scope}\""),
+        Some(format!(
+            "Tenant binding is on and the caller's tenant is \"{tenant}\": it may use the scope \"{tenant}\" and scopes that start with \"{tenant}{}\".",
+            crate::tenant::SEPARATOR
+        )),
+        Some("Put the caller's tenant first in the scope, e.g. 'acme:POST /payments' for tenant acme."),
+    )
+}
+
+/// 42501: tenant binding is on and the caller has no usable tenant, so no scope is theirs.
+#[track_caller]
+pub fn no_tenant(function: &str, binding: &str, why: &str) -> ! {
+    raise!(
+        PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+        format!("{function}: permission denied: the caller has no tenant"),
+        Some(format!("idem_keys.tenant_binding is {binding}. {why}")),
+        Some(match binding {
+            "setting" => "Set the tenant for the request (SET LOCAL, or set_config(…, true)) before calling idem_keys, in the setting idem_keys.tenant_setting names.",
+            "jwt" => "Call through an API layer that puts the verified token's claims in request.jwt.claims (PostgREST does), with the claim idem_keys.tenant_claim names.",
+            _ => "Connect or SET ROLE as the tenant's role.",
+        }),
+    )
+}
+
 /// 25006: a write on a hot standby.
 #[track_caller]
 pub fn read_only_standby(function: &str) -> ! {

@@ -5,13 +5,15 @@
 //! retention only affects the keys they write. So are the sweep's batch size and rest (`sweep_batch_size`,
 //! `sweep_delay`): a manual `idem_sweep()` or `CALL idem_sweep_paced()` may pace itself per session, and the
 //! worker reads them from postgresql.conf on reload. The size cap is the exception: it protects the table
-//! from its callers, so only a privileged role changes it (`Suset`). The worker's own settings
+//! from its callers, so only a privileged role changes it (`Suset`), and so are the tenant binding's three
+//! (src/tenant.rs): a caller must not choose its own tenant rules. The worker's own settings
 //! (`sweep_interval`, `sweep_databases`, `sweep_enabled`) are `Sighup`: they belong to the server, and
 //! `pg_reload_conf()` changes them without a restart.
 
+use crate::tenant::{self, Binding};
 use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting};
 use pgrx::pg_sys;
-use std::ffi::CString;
+use std::ffi::{c_char, c_void, CStr, CString};
 
 /// Default lease of a claim, in seconds, when `idem_claim(…, lease => NULL)`. A claim whose lease runs out
 /// without a finish may be taken over (`recovered`). Five minutes covers a slow payment provider; pick the
@@ -57,6 +59,17 @@ static SWEEP_DATABASES: GucSetting<Option<CString>> =
 /// Whether `idem_claim` and `idem_finish` may skip SPI under READ COMMITTED (src/direct/). On by default;
 /// off exists so bench/ab.sh can measure what it buys, and as an escape hatch.
 static DIRECT_PATH: GucSetting<bool> = GucSetting::<bool>::new(true);
+
+/// Where a caller's tenant comes from, for tenant binding (src/tenant.rs); `off` binds nobody.
+static TENANT_BINDING: GucSetting<Binding> = GucSetting::<Binding>::new(Binding::Off);
+
+/// The setting that holds the caller's tenant when `tenant_binding = setting`.
+static TENANT_SETTING: GucSetting<Option<CString>> =
+    GucSetting::<Option<CString>>::new(Some(c"app.tenant"));
+
+/// The claim of `request.jwt.claims` that holds the caller's tenant when `tenant_binding = jwt`: `sub`
+/// (the user) by default, so every user is their own tenant unless the operator names a tenant claim.
+static TENANT_CLAIM: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(Some(c"sub"));
 
 /// Whether the background worker sweeps at all (pg_cron users may prefer to turn it off).
 static SWEEP_ENABLED: GucSetting<bool> = GucSetting::<bool>::new(true);
@@ -156,6 +169,39 @@ pub fn init() {
         GucContext::Userset,
         GucFlags::default(),
     );
+    GucRegistry::define_enum_guc(
+        c"idem_keys.tenant_binding",
+        c"Where a caller's tenant comes from; a caller may use only its tenant's scopes.",
+        c"off, role (the current role's name), setting (idem_keys.tenant_setting) or jwt (idem_keys.tenant_claim of request.jwt.claims). Tenant t owns scope t and scopes starting with t:. Superusers and BYPASSRLS roles are not bound.",
+        &TENANT_BINDING,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
+    // SAFETY: the hooks only read the proposed value and set the check's detail.
+    unsafe {
+        GucRegistry::define_string_guc_with_hooks(
+            c"idem_keys.tenant_setting",
+            c"The setting that holds the caller's tenant when idem_keys.tenant_binding = setting.",
+            c"A pooler or API layer sets it per request, e.g. SET LOCAL app.tenant = 'acme'.",
+            &TENANT_SETTING,
+            GucContext::Suset,
+            GucFlags::default(),
+            Some(check_tenant_setting),
+            None,
+            None,
+        );
+        GucRegistry::define_string_guc_with_hooks(
+            c"idem_keys.tenant_claim",
+            c"The claim of request.jwt.claims that holds the caller's tenant when idem_keys.tenant_binding = jwt.",
+            c"A dotted path reaches into objects, e.g. app_metadata.tenant_id.",
+            &TENANT_CLAIM,
+            GucContext::Suset,
+            GucFlags::default(),
+            Some(check_tenant_claim),
+            None,
+            None,
+        );
+    }
     // After every define_*: unknown idem_keys.* names (typos) are then rejected instead of silently kept.
     unsafe { pg_sys::MarkGUCPrefixReserved(c"idem_keys".as_ptr()) };
 }
@@ -211,4 +257,54 @@ pub fn sweep_enabled() -> bool {
 
 pub fn direct_path() -> bool {
     DIRECT_PATH.get()
+}
+
+pub fn tenant_binding() -> Binding {
+    TENANT_BINDING.get()
+}
+
+pub fn tenant_setting() -> CString {
+    TENANT_SETTING.get().unwrap_or_default()
+}
+
+pub fn tenant_claim() -> CString {
+    TENANT_CLAIM.get().unwrap_or_default()
+}
+
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn check_tenant_setting(
+    newval: *mut *mut c_char,
+    _extra: *mut *mut c_void,
+    _source: pg_sys::GucSource::Type,
+) -> bool {
+    // SAFETY: PostgreSQL hands a pointer to the proposed value (possibly NULL for RESET to a NULL boot value).
+    check_string(unsafe { *newval }, tenant::valid_setting_name, c"Name a setting such as app.tenant: letters, digits, _ and dots, not an idem_keys setting.")
+}
+
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn check_tenant_claim(
+    newval: *mut *mut c_char,
+    _extra: *mut *mut c_void,
+    _source: pg_sys::GucSource::Type,
+) -> bool {
+    // SAFETY: as above.
+    check_string(
+        unsafe { *newval },
+        tenant::valid_claim_path,
+        c"Name a claim such as tenant_id, or a dotted path such as app_metadata.tenant_id.",
+    )
+}
+
+/// A string setting's check: false (22023, with this detail) unless `valid` accepts the value.
+fn check_string(value: *const c_char, valid: fn(&str) -> bool, detail: &CStr) -> bool {
+    // SAFETY: a NUL-terminated string owned by the GUC machinery for the duration of the check.
+    let text = (!value.is_null())
+        .then(|| unsafe { CStr::from_ptr(value) }.to_str().ok())
+        .flatten();
+    if text.is_some_and(valid) {
+        return true;
+    }
+    // SAFETY: GUC reports the detail after the hook returns; it must be palloc'd, as GUC_check_errdetail does.
+    unsafe { pg_sys::GUC_check_errdetail_string = pg_sys::pstrdup(detail.as_ptr()) };
+    false
 }

@@ -5,7 +5,7 @@
 //! row as both paths hand it to the verbs), `fingerprint` (with `jsonb_text`, a request's text from its
 //! binary form), `args` (input checks), `result` (the idem_result row), `catalog` (the extension's schema
 //! and objects by OID, and the pinned search_path), `replicated` (no replay a failover can take away),
-//! `compat` (the only code that differs between PostgreSQL releases), `guc`, `error`, and the optional
+//! `compat` (the only code that differs between PostgreSQL releases), `tenant` (tenant binding), `guc`, `error`, and the optional
 //! `sweeper` (the background worker and its shared statistics).
 
 use pgrx::prelude::*;
@@ -23,6 +23,7 @@ mod replicated;
 mod result;
 mod store;
 mod sweeper;
+mod tenant;
 
 #[cfg(any(test, feature = "pg_test"))]
 mod tests;
