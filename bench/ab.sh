@@ -19,6 +19,11 @@
 #                              first, so a backend still mapping the other is not overwritten in place); each
 #                              run's new connections load it. E.g. the previous release's, from its tarball.
 #                              The installed library is put back at the end.
+#   AB_USER                    the role pgbench connects as (default postgres); any other is created as a plain
+#                              LOGIN role, so what binds ordinary callers binds it. Tenant binding's A/B: the
+#                              role named as the workload's scope (new, or fin for replay and lookup), with
+#                              AB_B_SQL="ALTER ROLE fin SET idem_keys.tenant_binding = 'role'" and AB_A_SQL
+#                              resetting it (docs/benchmarks.md, Tenant binding)
 #   AB_CLIENTS (1), AB_PAIRS (10), AB_SECONDS (4), AB_SYNC (off)
 # Needs the extension installed (make install).
 set -euo pipefail
@@ -65,19 +70,22 @@ case $WORKLOAD in
     ;;
 esac
 
+BENCH_USER=${AB_USER:-postgres}
+[ "$BENCH_USER" = postgres ] || sql -v u="$BENCH_USER" <<<'CREATE ROLE :"u" LOGIN;'
+
 # run SIDE CONTENDER OPTIONS SETUP_SQL [LIBRARY]: one run, printed as "SIDE tps"
 run() {
   local out
   [ -z "${5:-}" ] || use_lib "$5"
   [ -z "$4" ] || sql -c "$4" >/dev/null
-  out=$(PGOPTIONS="-c synchronous_commit=$SYNC $3" "$PGBENCH" -n -M prepared -h "$dir" -p "$PORT" -U postgres \
+  out=$(PGOPTIONS="-c synchronous_commit=$SYNC $3" "$PGBENCH" -n -M prepared -h "$dir" -p "$PORT" -U "$BENCH_USER" \
     -c "$CLIENTS" -j "$CLIENTS" -T "$SECS" -f "$dir/$2.pgbench" -D scope=$scope -D req="$BODY" -D resp="$RESP" \
     -D hdrs="$HDRS" postgres 2>&1) || { echo "$out" >&2; exit 1; }
   grep -q '^number of failed transactions: 0 ' <<<"$out" || { echo "$out" >&2; exit 1; }
   echo "$1 $(sed -n 's/^tps = \([0-9.]*\) (without initial connection time)$/\1/p' <<<"$out")"
 }
 echo "=== A/B: A = $A ${AB_A_OPTIONS:-} ${AB_A_SQL:+(after: $AB_A_SQL)}; B = $B ${AB_B_OPTIONS:-} ${AB_B_SQL:+(after: $AB_B_SQL)}"
-echo "=== $WORKLOAD, $CLIENTS client(s), synchronous_commit = $SYNC, $PAIRS pairs of $SECS s runs"
+echo "=== $WORKLOAD as $BENCH_USER, $CLIENTS client(s), synchronous_commit = $SYNC, $PAIRS pairs of $SECS s runs"
 for ((p = 1; p <= PAIRS; p++)); do
   if ((p % 2)); then
     run A "$A" "${AB_A_OPTIONS:-}" "${AB_A_SQL:-}" "${AB_A_LIB:-}"; run B "$B" "${AB_B_OPTIONS:-}" "${AB_B_SQL:-}" "${AB_B_LIB:-}"

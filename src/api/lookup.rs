@@ -19,8 +19,10 @@ fn idem_lookup(
 ) -> Option<IdemResult> {
     let (scope, key) = args::scope_and_key("idem_lookup", scope, key);
     let now = store::clock_now();
-    let read_directly = direct::applies_to_reads()
-        .then(|| direct::lookup(scope, key))
+    // SAFETY: a plain read of the backend's transaction state.
+    let parallel = unsafe { pg_sys::IsInParallelMode() };
+    let read_directly = (parallel || direct::applies_to_reads())
+        .then(|| direct::lookup(scope, key, parallel))
         .flatten();
     let row = read_directly.unwrap_or_else(|| read(scope, key, now))?;
     // The SQL statement's own condition, for the direct read: an answer past its retention is gone.

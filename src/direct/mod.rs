@@ -174,7 +174,12 @@ pub fn probe(scope: &str, key: &str, fingerprint: &[u8]) -> Option<Option<KeyRow
 /// written nothing; once it has (an xid), pgrx runs the statement read-write, which first makes this
 /// command's own writes visible and takes a fresh snapshot, and so does this. `None`: run the SQL statement
 /// instead. The row's fingerprint is not compared (`same_request` means nothing).
-pub fn lookup(scope: &str, key: &str) -> Option<Option<KeyRow>> {
+///
+/// Inside a parallel query (idem_lookup is PARALLEL SAFE) the query's snapshot is the one to read with, at
+/// any isolation level: PostgreSQL forbids a new snapshot and a command counter step there (and so the SPI
+/// statement after a write), and no command of a parallel query writes, so there is nothing newer of ours
+/// to see. `parallel` is `IsInParallelMode()`, which the caller checked to come here at any level.
+pub fn lookup(scope: &str, key: &str, parallel: bool) -> Option<Option<KeyRow>> {
     // SAFETY: as in `probe`; the active snapshot is the calling query's.
     unsafe {
         if !pg_sys::ActiveSnapshotSet() {
@@ -182,7 +187,7 @@ pub fn lookup(scope: &str, key: &str) -> Option<Option<KeyRow>> {
         }
         let wrote = pg_sys::GetCurrentTransactionIdIfAny() != pg_sys::InvalidTransactionId;
         let reader = or_declined(Reader::open(pg_sys::AccessShareLock as pg_sys::LOCKMODE))?;
-        let snapshot = if wrote {
+        let snapshot = if wrote && !parallel {
             pg_sys::CommandCounterIncrement();
             pg_sys::GetLatestSnapshot()
         } else {

@@ -286,7 +286,7 @@ mod tests {
                     token_of(scope, key),
                     "{change}: {scope}/{key}"
                 );
-                let looked = crate::direct::lookup(scope, key).unwrap().expect("the row");
+                let looked = crate::direct::lookup(scope, key, false).unwrap().expect("the row");
                 assert_eq!(
                     Some(looked.token),
                     token_of(scope, key),
@@ -298,7 +298,7 @@ mod tests {
                 "{change}"
             );
             assert!(
-                matches!(crate::direct::lookup("a", "b"), Some(None)),
+                matches!(crate::direct::lookup("a", "b", false), Some(None)),
                 "{change}"
             );
             // A finish reads the key the same way: it stores the answer on that row and no other.
@@ -355,7 +355,7 @@ mod tests {
         // An absent key behind more rows of its hash than the bound: the reader gives up on the index...
         let (scope, key) = splits[present];
         assert!(crate::direct::probe(scope, key, &fp).is_none(), "probe");
-        assert!(crate::direct::lookup(scope, key).is_none(), "lookup");
+        assert!(crate::direct::lookup(scope, key, false).is_none(), "lookup");
         // ...and idem_claim and idem_lookup answer through the primary key.
         let claimed = Spi::get_one_with_args::<String>(
             "SELECT (idem_claim($1, $2, '{}'::jsonb)).outcome",

@@ -46,3 +46,15 @@ UPDATE idem_keys SET lease_ends_at = now() - interval '10 days'
  WHERE scope = 'backlog' AND key IN ('u1', 'u2', 'u3');
 SELECT idem_sweep(batch_size => 2) AS swept;
 SELECT key FROM idem_keys WHERE scope = 'backlog' ORDER BY key;
+-- idem_lookup is PARALLEL SAFE: inside a parallel query, after the transaction wrote, it reads with the
+-- query's snapshot (a new one is forbidden there), and sees the transaction's own claim.
+SELECT CASE WHEN current_setting('server_version_num')::int >= 160000
+            THEN 'debug_parallel_query' ELSE 'force_parallel_mode' END AS parallel_setting \gset
+SELECT set_config(:'parallel_setting', 'on', false) AS forced;
+BEGIN;
+SELECT (idem_claim('par', 'k', '{}'::jsonb)).outcome;
+SELECT (idem_lookup('par', 'k')).outcome;
+EXPLAIN (COSTS OFF) SELECT (idem_lookup('par', 'k')).outcome;
+SELECT (idem_lookup('par', 'absent')).outcome IS NULL AS absent;
+ROLLBACK;
+SELECT set_config(:'parallel_setting', 'off', false) AS unforced;
