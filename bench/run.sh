@@ -11,7 +11,8 @@
 #     BENCH_DOCS=/tmp/bench-docs bash bench/run.sh
 # Follow-ups for what the rounds here cannot resolve: bench/ab.sh (alternating pairs of two variants of
 # the new-key cycle, for gaps of a few per cent), bench/sweep_waits.sh (what claims wait on during a sweep) and
-# bench/one_call_sweep.sh (one idem_sweep() call on a fresh server, timed).
+# bench/one_call_sweep.sh (one idem_sweep() call on a fresh server, timed). bench/binding.sh (tenant binding's
+# cost) runs after a full run's rounds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=full
@@ -396,6 +397,8 @@ else
   cp "$dir/results.tsv" "$DOCS/bench/results.tsv"
   echo "=== wrote $DOCS/benchmarks.md and $DOCS/bench/"
 fi
+# Tenant binding's A/B pairs (docs/benchmarks.md, Tenant binding), on their own server after the rounds.
+[ $mode = smoke ] || bash bench/binding.sh
 # BENCH_RESULTS=FILE keeps the raw rows of any run, smoke included (bench/majors.sh compares majors with them).
 [ -z "${BENCH_RESULTS:-}" ] || cp "$dir/results.tsv" "$BENCH_RESULTS"
 echo "=== bench ($mode): ok in $((SECONDS - started)) s"

@@ -52,7 +52,8 @@ static SWEEP_DELAY_MILLIS: GucSetting<i32> = GucSetting::<i32>::new(2);
 static SWEEP_INTERVAL_SECONDS: GucSetting<i32> = GucSetting::<i32>::new(60);
 
 /// Comma-separated databases the worker sweeps. A background worker connects to one database for life, so
-/// the launcher runs one sweeper per name. `postgres` by default, like pg_cron's `cron.database_name`.
+/// the launcher starts a sweeper per name for each pass, which exits after it (src/sweeper/worker.rs).
+/// `postgres` by default, like pg_cron's `cron.database_name`.
 static SWEEP_DATABASES: GucSetting<Option<CString>> =
     GucSetting::<Option<CString>>::new(Some(c"postgres"));
 

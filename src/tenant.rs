@@ -17,7 +17,7 @@
 use crate::error;
 use pgrx::pg_sys;
 use std::cell::RefCell;
-use std::ffi::{CStr, CString};
+use std::ffi::CStr;
 
 /// Where a caller's tenant comes from; `Off` binds nobody.
 #[derive(pgrx::PostgresGucEnum, Clone, Copy, PartialEq, Debug)]
@@ -68,21 +68,36 @@ fn check_bound(function: &str, scope: &str, binding: Binding) {
     if unsafe { pg_sys::has_bypassrls_privilege(role) } {
         return;
     }
-    let tenant = match binding {
-        Binding::Off => return,
-        Binding::Role => Ok(role_name(role)),
-        Binding::Setting => setting_text(&crate::guc::tenant_setting()).ok_or(Missing::Setting),
-        Binding::Jwt => jwt_tenant(),
-    };
+    let judge = |tenant: Result<&str, Missing>| judge(function, scope, binding, tenant);
+    match binding {
+        Binding::Off => {}
+        // SAFETY: noerr = false: an unknown OID raises an ERROR rather than returning NULL.
+        Binding::Role => judge(Ok(&unsafe {
+            CStr::from_ptr(pg_sys::GetUserNameFromId(role, false))
+        }
+        .to_string_lossy())),
+        Binding::Setting => {
+            let name = setting(c"idem_keys.tenant_setting").unwrap_or_default();
+            judge(
+                setting(name)
+                    .map(|tenant| tenant.to_string_lossy())
+                    .as_deref()
+                    .ok_or(Missing::Setting),
+            )
+        }
+        Binding::Jwt => with_jwt_tenant(|tenant| judge(tenant)),
+    }
+}
+
+/// Refuses the call unless `tenant` (or why there is none) lets the caller use `scope`.
+fn judge(function: &str, scope: &str, binding: Binding, tenant: Result<&str, Missing>) {
     match tenant {
         Err(missing) => error::no_tenant(function, binding.name(), &missing.describe()),
-        Ok(tenant) if tenant.is_empty() => {
-            error::no_tenant(function, binding.name(), &Missing::Empty.describe())
-        }
+        Ok("") => error::no_tenant(function, binding.name(), &Missing::Empty.describe()),
         Ok(tenant) if tenant.contains(SEPARATOR) => {
             error::no_tenant(function, binding.name(), &Missing::Separator.describe())
         }
-        Ok(tenant) if !owns(&tenant, scope) => error::foreign_scope(function, scope, &tenant),
+        Ok(tenant) if !owns(tenant, scope) => error::foreign_scope(function, scope, tenant),
         Ok(_) => {}
     }
 }
@@ -96,6 +111,7 @@ pub fn owns(tenant: &str, scope: &str) -> bool {
 }
 
 /// Why a caller has no tenant, for the error's DETAIL.
+#[derive(Clone, Copy)]
 enum Missing {
     Setting,
     NoClaims,
@@ -120,51 +136,66 @@ impl Missing {
     }
 }
 
-fn role_name(role: pg_sys::Oid) -> String {
-    // SAFETY: noerr = false: an unknown OID raises an ERROR rather than returning NULL.
-    let name = unsafe { CStr::from_ptr(pg_sys::GetUserNameFromId(role, false)) };
-    name.to_string_lossy().into_owned()
+/// A setting's current text, without copying it; NULL and unknown settings as None. Valid until the
+/// setting changes, which nothing does during one check.
+fn setting(name: &CStr) -> Option<&'static CStr> {
+    // SAFETY: missing_ok = true returns NULL for an unknown name.
+    let value = unsafe { pg_sys::GetConfigOption(name.as_ptr(), true, false) };
+    (!value.is_null()).then(|| unsafe { CStr::from_ptr(value) })
 }
 
-/// A setting's current text, NULL and unknown settings as None.
-fn setting_text(name: &CStr) -> Option<String> {
-    // SAFETY: missing_ok = true returns NULL for an unknown name; the text is copied before anything else
-    // can change the setting.
-    let value = unsafe { pg_sys::GetConfigOption(name.as_ptr(), true, false) };
-    (!value.is_null()).then(|| {
-        unsafe { CStr::from_ptr(value) }
-            .to_string_lossy()
-            .into_owned()
-    })
+/// The last claims text, the claim path, and the tenant found by that path (or why none was): a session
+/// calls many times with one token, and parsing its JSON each time would cost more than a replay's read.
+struct LastJwt {
+    claims: Vec<u8>,
+    path: Vec<u8>,
+    tenant: Result<String, Missing>,
 }
 
 thread_local! {
-    /// The last claims text and the tenant found in it, with the claim path it was found by: a session
-    /// calls many times per token, and parsing the JSON each time would cost more than the rest of a replay.
-    static LAST_JWT: RefCell<Option<(String, CString, Result<String, ()>)>> = const { RefCell::new(None) };
+    static LAST_JWT: RefCell<Option<LastJwt>> = const { RefCell::new(None) };
 }
 
-fn jwt_tenant() -> Result<String, Missing> {
-    let claims = setting_text(JWT_CLAIMS_SETTING).ok_or(Missing::NoClaims)?;
-    if claims.is_empty() {
-        return Err(Missing::NoClaims);
-    }
-    let path = crate::guc::tenant_claim();
-    let cached = LAST_JWT.with_borrow(|last| match last {
-        Some((text, from, tenant)) if *text == claims && *from == path => Some(tenant.clone()),
-        _ => None,
+/// Calls `f` with the tenant of `request.jwt.claims`, parsing the claims only when they (or the claim
+/// path) changed since the last call.
+fn with_jwt_tenant(f: impl FnOnce(Result<&str, Missing>)) {
+    let claims = match setting(JWT_CLAIMS_SETTING) {
+        Some(claims) if !claims.is_empty() => claims.to_bytes(),
+        _ => return f(Err(Missing::NoClaims)),
+    };
+    let path = setting(c"idem_keys.tenant_claim")
+        .unwrap_or_default()
+        .to_bytes();
+    let hit = LAST_JWT.with_borrow(|last| {
+        last.as_ref()
+            .is_some_and(|last| last.claims == claims && last.path == path)
     });
-    if let Some(tenant) = cached {
-        return tenant.map_err(|()| Missing::NoClaim);
+    if !hit {
+        let tenant = parse_tenant(claims, &String::from_utf8_lossy(path));
+        LAST_JWT.set(Some(LastJwt {
+            claims: claims.to_vec(),
+            path: path.to_vec(),
+            tenant,
+        }));
     }
+    // f raises its ERROR as a Rust panic (pgrx turns it into PostgreSQL's at the function's boundary), and
+    // unwinding releases this shared borrow.
+    LAST_JWT.with_borrow(|last| {
+        let last = last.as_ref().expect("set above");
+        f(match &last.tenant {
+            Ok(tenant) => Ok(tenant),
+            Err(missing) => Err(*missing),
+        })
+    })
+}
+
+fn parse_tenant(claims: &[u8], path: &str) -> Result<String, Missing> {
     let parsed: serde_json::Value =
-        serde_json::from_str(&claims).map_err(|_| Missing::BadClaims)?;
+        serde_json::from_slice(claims).map_err(|_| Missing::BadClaims)?;
     if !parsed.is_object() {
         return Err(Missing::BadClaims);
     }
-    let tenant = claim_at(&parsed, &path.to_string_lossy()).ok_or(());
-    LAST_JWT.set(Some((claims, path, tenant.clone())));
-    tenant.map_err(|()| Missing::NoClaim)
+    claim_at(&parsed, path).ok_or(Missing::NoClaim)
 }
 
 /// The string (or number, as its text) at a dotted path of object members.

@@ -1,17 +1,18 @@
 //! The optional sweeper background workers (`shared_preload_libraries = 'idem_keys'`).
 //!
-//! A background worker connects to one database for life, so a launcher (no database) starts one
-//! sweeper per name in `idem_keys.sweep_databases` and keeps that set in line with the settings on every
-//! reload. Each sweeper wakes every `idem_keys.sweep_interval`, deletes one batch per transaction until a
-//! batch comes back short, rests `idem_keys.sweep_delay` between batches and checks for shutdown there,
-//! so a backlog of millions never becomes one long transaction and SIGTERM ends it within a batch. Errors
-//! are caught per batch, logged, counted in `idem_stats()`, and retried at the next interval; the worker
-//! itself never dies of them.
+//! A launcher (connected to no database) keeps the schedule: every `idem_keys.sweep_interval` it looks up
+//! each name in `idem_keys.sweep_databases` and starts a sweeper for one pass over that database. The
+//! sweeper deletes one batch per transaction until a batch comes back short, rests `idem_keys.sweep_delay`
+//! between batches and checks for shutdown there, then exits: a backlog of millions never becomes one long
+//! transaction, SIGTERM ends a pass within a batch, and between passes no process holds the database, so it
+//! can be dropped, renamed or copied as a template while it is swept. A name that is not (or no longer) a
+//! database that accepts connections is reported once, at LOG, until it is one again. Errors are caught per
+//! batch, logged, counted in `idem_stats()`, and retried at the next pass.
 //!
 //! Both start only after recovery, so a hot standby runs none of this until it is promoted.
 
 use super::stats;
-use crate::{guc, store};
+use crate::guc;
 use pgrx::bgworkers::{
     BackgroundWorker, BackgroundWorkerBuilder, BackgroundWorkerStatus, BgWorkerStartTime,
     DynamicBackgroundWorker, SignalWakeFlags,
@@ -20,9 +21,9 @@ use pgrx::pg_sys::panic::CaughtError;
 use pgrx::prelude::*;
 use std::time::{Duration, Instant};
 
-/// The launcher's wake-up period when nothing signals it: how soon a sweeper that died is replaced.
+/// The launcher's longest sleep when nothing signals it.
 const LAUNCHER_TICK: Duration = Duration::from_secs(5);
-/// `bgw_extra` holds the database name; PostgreSQL names are at most 63 bytes.
+/// PostgreSQL names are at most 63 bytes.
 const MAX_DATABASE_NAME: usize = 63;
 
 /// Registers the launcher; called from `_PG_init` while shared_preload_libraries is processed.
@@ -39,27 +40,64 @@ pub fn register() {
         .load();
 }
 
-struct Sweeper {
-    database: String,
-    handle: Option<DynamicBackgroundWorker>,
-    started: Instant,
+/// One name of `idem_keys.sweep_databases`: its running pass, when the last one began, and whether its
+/// absence was reported.
+struct Database {
+    name: String,
+    pass: Option<DynamicBackgroundWorker>,
+    last_pass: Option<Instant>,
+    absence_reported: bool,
 }
 
-impl Sweeper {
-    fn running(&self) -> bool {
-        match &self.handle {
-            Some(handle) => matches!(
-                handle.pid(),
+impl Database {
+    fn new(name: String) -> Self {
+        Database {
+            name,
+            pass: None,
+            last_pass: None,
+            absence_reported: false,
+        }
+    }
+
+    fn sweeping(&self) -> bool {
+        self.pass.as_ref().is_some_and(|pass| {
+            matches!(
+                pass.pid(),
                 Ok(_) | Err(BackgroundWorkerStatus::NotYetStarted)
-            ),
-            None => false,
+            )
+        })
+    }
+
+    /// When the next pass is due: one interval after the last one began.
+    fn due_in(&self, interval: Duration) -> Duration {
+        self.last_pass.map_or(Duration::ZERO, |began| {
+            interval.saturating_sub(began.elapsed())
+        })
+    }
+
+    /// Starts a pass if one is due and none runs.
+    fn sweep_if_due(&mut self, interval: Duration) {
+        if self.sweeping() || !self.due_in(interval).is_zero() {
+            return;
+        }
+        self.last_pass = Some(Instant::now());
+        match find_database(&self.name) {
+            Ok(oid) => {
+                self.absence_reported = false;
+                self.pass = start_pass(oid, &self.name);
+            }
+            Err(why) => {
+                if !std::mem::replace(&mut self.absence_reported, true) {
+                    log!("idem_keys launcher: not sweeping \"{}\" named in idem_keys.sweep_databases: {why}; it is looked up again every idem_keys.sweep_interval", self.name);
+                }
+            }
         }
     }
 
     fn stop(mut self) {
-        if let Some(handle) = self.handle.take() {
-            // Ends between two batches; waiting keeps two sweepers of one database from overlapping.
-            let _ = handle.terminate().wait_for_shutdown();
+        if let Some(pass) = self.pass.take() {
+            // Ends between two batches; waiting keeps two passes over one database from overlapping.
+            let _ = pass.terminate().wait_for_shutdown();
         }
     }
 }
@@ -69,97 +107,100 @@ impl Sweeper {
 pub extern "C-unwind" fn idem_keys_launcher_main(_arg: pg_sys::Datum) {
     BackgroundWorker::attach_signal_handlers(SignalWakeFlags::SIGHUP | SignalWakeFlags::SIGTERM);
     BackgroundWorker::connect_worker_to_spi(None, None);
-    let mut sweepers: Vec<Sweeper> = Vec::new();
+    let mut databases: Vec<Database> = Vec::new();
     loop {
         let wanted = if guc::sweep_enabled() {
             guc::sweep_databases()
         } else {
             Vec::new()
         };
-        let (keep, unwanted): (Vec<Sweeper>, Vec<Sweeper>) = sweepers
+        let (keep, unwanted): (Vec<Database>, Vec<Database>) = databases
             .into_iter()
-            .partition(|s| wanted.contains(&s.database));
-        unwanted.into_iter().for_each(Sweeper::stop);
-        sweepers = keep;
-        let retry_after = Duration::from_millis(guc::sweep_interval_millis());
-        for database in wanted {
-            match sweepers.iter_mut().find(|s| s.database == database) {
-                Some(s) if s.running() => {}
-                // Died (e.g. its database is gone): try again after one interval, not in a tight loop.
-                Some(s) if s.started.elapsed() < retry_after => {}
-                Some(s) => *s = start_sweeper(database),
-                None => sweepers.push(start_sweeper(database)),
+            .partition(|d| wanted.contains(&d.name));
+        unwanted.into_iter().for_each(Database::stop);
+        databases = keep;
+        for name in wanted {
+            if !databases.iter().any(|d| d.name == name) {
+                databases.push(Database::new(name));
             }
         }
-        if !wait_applying_reload(LAUNCHER_TICK) {
+        let interval = Duration::from_millis(guc::sweep_interval_millis());
+        databases.iter_mut().for_each(|d| d.sweep_if_due(interval));
+        // The postmaster wakes us when a pass ends (notify pid), a reload when the settings change.
+        let next = databases.iter().map(|d| d.due_in(interval)).min();
+        let sleep = next.map_or(LAUNCHER_TICK, |due| {
+            due.clamp(Duration::from_millis(10), LAUNCHER_TICK)
+        });
+        if !wait_applying_reload(sleep) {
             break;
         }
     }
-    sweepers.into_iter().for_each(Sweeper::stop);
+    databases.into_iter().for_each(Database::stop);
 }
 
-fn start_sweeper(database: String) -> Sweeper {
-    let started = Instant::now();
-    if database.len() > MAX_DATABASE_NAME {
-        log!("idem_keys launcher: ignoring database name longer than {MAX_DATABASE_NAME} bytes in idem_keys.sweep_databases");
-        return Sweeper {
-            database,
-            handle: None,
-            started,
-        };
+/// The OID of the database named `name`, if it exists and accepts connections; else why not.
+fn find_database(name: &str) -> Result<pg_sys::Oid, &'static str> {
+    if name.len() > MAX_DATABASE_NAME {
+        return Err("longer than a database name can be");
     }
-    let handle = BackgroundWorkerBuilder::new(&format!("idem_keys sweeper {database}"))
+    let name = name.to_owned();
+    // SAFETY: a heap scan of pg_database in the launcher's own transaction, as the autovacuum launcher's
+    // get_database_list does: a process connected to no database may read shared catalogs, but not through
+    // their indexes or the syscache, which would need pg_class. Each tuple is read before the next fetch.
+    BackgroundWorker::transaction(move || unsafe {
+        let catalog = pg_sys::table_open(pg_sys::DatabaseRelationId, pg_sys::AccessShareLock as _);
+        let scan = pg_sys::table_beginscan_catalog(catalog, 0, std::ptr::null_mut());
+        let mut found = Err("no such database");
+        loop {
+            let tuple = pg_sys::heap_getnext(scan, pg_sys::ScanDirection::ForwardScanDirection);
+            if tuple.is_null() {
+                break;
+            }
+            let database = &*(pg_sys::GETSTRUCT(tuple) as *const pg_sys::FormData_pg_database);
+            if std::ffi::CStr::from_ptr(database.datname.data.as_ptr()).to_bytes() == name.as_bytes() {
+                found = if database.datallowconn {
+                    Ok(database.oid)
+                } else {
+                    Err("the database does not accept connections")
+                };
+                break;
+            }
+        }
+        pg_sys::heap_endscan(scan);
+        pg_sys::table_close(catalog, pg_sys::AccessShareLock as _);
+        found
+    })
+}
+
+/// `bgw_extra` carries "OID NAME": the sweeper connects by OID (a rename between lookup and start does not
+/// matter) and names the database in its messages.
+fn start_pass(oid: pg_sys::Oid, name: &str) -> Option<DynamicBackgroundWorker> {
+    let pass = BackgroundWorkerBuilder::new(&format!("idem_keys sweeper {name}"))
         .set_type("idem_keys sweeper")
         .set_function("idem_keys_sweeper_main")
         .set_library("idem_keys")
         .enable_spi_access()
-        .set_extra(&database)
-        // SAFETY: this process's pid, so the postmaster tells us when the sweeper starts and stops.
+        .set_extra(&format!("{} {name}", u32::from(oid)))
+        // SAFETY: this process's pid, so the postmaster tells us when the pass starts and ends.
         .set_notify_pid(unsafe { pg_sys::MyProcPid })
         .load_dynamic();
-    if handle.is_err() {
-        log!("idem_keys launcher: could not start the sweeper for database \"{database}\" (max_worker_processes reached?)");
+    if pass.is_err() {
+        log!("idem_keys launcher: could not start the sweeper for database \"{name}\" (max_worker_processes reached?)");
     }
-    Sweeper {
-        database,
-        handle: handle.ok(),
-        started,
-    }
+    pass.ok()
 }
 
 #[pg_guard]
 #[unsafe(no_mangle)]
 pub extern "C-unwind" fn idem_keys_sweeper_main(_arg: pg_sys::Datum) {
     BackgroundWorker::attach_signal_handlers(SignalWakeFlags::SIGHUP | SignalWakeFlags::SIGTERM);
-    let database = BackgroundWorker::get_extra().to_string();
-    BackgroundWorker::connect_worker_to_spi(Some(&database), None);
-    let mut installed = None;
-    loop {
-        let pass_started = store::clock_now();
-        let now_installed = sweep_database(&database);
-        if now_installed != installed {
-            // One line per change, at DEBUG1: a database without the extension is a normal, quiet case.
-            if now_installed == Some(false) {
-                debug1!(
-                    "idem_keys sweeper: extension not installed in database \"{database}\"; idle"
-                );
-            }
-            installed = now_installed;
-        }
-        // Sleep until one interval after this pass began; a reload may shorten or lengthen that.
-        loop {
-            if shutdown_requested() {
-                return;
-            }
-            let due = pass_started.saturating_add(guc::sweep_interval_millis() as i64 * 1000);
-            let remaining = due - store::clock_now();
-            if remaining <= 0 {
-                break;
-            }
-            if !wait_applying_reload(Duration::from_micros(remaining as u64)) {
-                return;
-            }
-        }
+    let extra = BackgroundWorker::get_extra();
+    let (oid, database) = extra.split_once(' ').unwrap_or((extra, ""));
+    let oid = pg_sys::Oid::from(oid.parse::<u32>().unwrap_or(0));
+    BackgroundWorker::connect_worker_to_spi_by_oid(Some(oid), None);
+    if sweep_database(database) == Some(false) {
+        // At DEBUG1: a database without the extension is a normal, quiet case.
+        debug1!("idem_keys sweeper: extension not installed in database \"{database}\"; nothing to sweep");
     }
 }
 

@@ -286,7 +286,9 @@ mod tests {
                     token_of(scope, key),
                     "{change}: {scope}/{key}"
                 );
-                let looked = crate::direct::lookup(scope, key, false).unwrap().expect("the row");
+                let looked = crate::direct::lookup(scope, key, false)
+                    .unwrap()
+                    .expect("the row");
                 assert_eq!(
                     Some(looked.token),
                     token_of(scope, key),

@@ -31,10 +31,12 @@ SQL
 }
 expired() { sql -v scope="$1" <<< "SELECT count(*) FROM idem_keys WHERE scope = :'scope' AND expires_at <= now();"; }
 sweeper_pid() { sql -c "SELECT pid FROM pg_stat_activity WHERE backend_type = 'idem_keys sweeper' AND datname = 'postgres'"; }
+launcher_pid() { sql -c "SELECT pid FROM pg_stat_activity WHERE backend_type = 'idem_keys launcher'"; }
 
-sql -c 'CREATE DATABASE plain' -c 'CREATE EXTENSION idem_keys'
-# Named only now that it exists (a missing database is a FATAL per retry, which is right for a typo).
-set_and_reload "idem_keys.sweep_databases = 'postgres, plain'"
+sql -c 'CREATE EXTENSION idem_keys' -c 'CREATE DATABASE plain' -c 'CREATE DATABASE swept'
+sql -d swept -c 'CREATE EXTENSION idem_keys'
+# plain has no extension; gone names a database that does not exist (yet).
+set_and_reload "idem_keys.sweep_databases = 'postgres, plain, swept, gone'"
 echo "--- expired keys go within an interval; live and unexpired keys stay"
 seed_expired w1 500
 sql -c "SELECT idem_claim('w1', 'live', '{}'::jsonb, lease => '1 hour')" \
@@ -44,11 +46,36 @@ wait_for "SELECT count(*) = 0 FROM idem_keys WHERE scope = 'w1' AND expires_at <
 [ "$(sql -c "SELECT string_agg(key, ',' ORDER BY key) FROM idem_keys WHERE scope = 'w1'")" = "kept,live" ] \
   || fail "the sweeper removed a live or unexpired key"
 echo "500 expired keys swept within $((SECONDS - t0)) s; the live claim and the unexpired answer stay"
-wait_for "SELECT string_agg(backend_type || ':' || coalesce(datname, '-'), ' ' ORDER BY backend_type, datname) =
-                  'idem_keys launcher:- idem_keys sweeper:plain idem_keys sweeper:postgres'
-            FROM pg_stat_activity WHERE backend_type LIKE 'idem_keys%'" 15
 wait_for "SELECT last_sweep_at IS NOT NULL AND removed_since_start >= 500 FROM idem_stats()" 5
-echo "pg_stat_activity shows the launcher and a sweeper per database; idem_stats: $(sql -c "SELECT last_sweep_removed, removed_since_start FROM idem_stats()")"
+echo "idem_stats: $(sql -c "SELECT last_sweep_removed, removed_since_start FROM idem_stats()")"
+
+echo "--- a swept database can be renamed, dropped and made again; its name is reported once while it is gone"
+sql_swept() { sql_at "$dir" "$port" -d "$1" "${@:2}"; }
+seed_in() { # seed_in DATABASE N: N expired keys in that database
+  sql_swept "$1" -v n="$2" >/dev/null <<'SQL'
+INSERT INTO idem_keys (scope, key, fingerprint, token, attempt, created_at, claimed_at, lease_ends_at,
+                       finished_at, expires_at, status_code, response)
+SELECT 'db', 'k' || g, '\x00', nextval('idem_keys_token_seq'), 1, now(), now(), now(),
+       now() - interval '2 seconds', now() - interval '1 second', 200, '{}'
+  FROM generate_series(1, :n) g;
+SQL
+}
+seed_in swept 100
+poll "sql_swept swept" "SELECT count(*) = 0 FROM idem_keys" 15
+sql -c 'ALTER DATABASE swept RENAME TO swept_renamed' || fail "a swept database could not be renamed"
+sql -c 'CREATE DATABASE swept_copy TEMPLATE swept_renamed' || fail "a swept database could not be a template"
+sleep 3   # three intervals: the missing name is looked up three more times and must not be reported again
+[ "$(grep -c 'not sweeping "swept" named in idem_keys.sweep_databases' "$dir/server.log")" = 1 ] \
+  || fail "the renamed database's name was not reported exactly once: $(grep -c 'not sweeping "swept"' "$dir/server.log")"
+sql -c 'DROP DATABASE swept_renamed' -c 'DROP DATABASE swept_copy' || fail "a swept database could not be dropped"
+sql -c 'CREATE DATABASE swept'
+sql -d swept -c 'CREATE EXTENSION idem_keys'
+seed_in swept 100
+poll "sql_swept swept" "SELECT count(*) = 0 FROM idem_keys" 15
+[ "$(grep -c 'not sweeping "gone" named in idem_keys.sweep_databases' "$dir/server.log")" = 1 ] \
+  || fail "the missing database gone was not reported exactly once"
+echo "renamed, used as a template and dropped while named (no process holds it between passes); made again: swept;" \
+     "reported once each: $(grep -m1 -o 'not sweeping "gone".*' "$dir/server.log")"
 
 echo "--- a reload changes the interval, both ways"
 set_and_reload "idem_keys.sweep_interval = '1h'"
@@ -60,11 +87,11 @@ set_and_reload "idem_keys.sweep_interval = '1s'"
 wait_for "SELECT count(*) = 0 FROM idem_keys WHERE scope = 'w2'" 10
 echo "interval 1h: nothing swept for 3 s; back to 1s: swept"
 
-echo "--- an error in a batch is logged and retried; the worker lives on"
+echo "--- an error in a batch is logged and retried; the launcher lives on"
 set_and_reload "idem_keys.sweep_interval = '1h'"
 sleep 2
 seed_expired w3 50
-pid=$(sweeper_pid)
+pid=$(launcher_pid)
 sql -c 'ALTER TABLE idem_keys RENAME TO idem_keys_away'
 set_and_reload "idem_keys.sweep_interval = '1s'"
 deadline=$((SECONDS + 10))
@@ -73,19 +100,18 @@ until grep -q 'idem_keys sweeper: sweeping database "postgres" failed' "$dir/ser
 done
 sql -c 'ALTER TABLE idem_keys_away RENAME TO idem_keys'
 wait_for "SELECT count(*) = 0 FROM idem_keys WHERE scope = 'w3'" 10
-[ "$(sweeper_pid)" = "$pid" ] || fail "the sweeper was replaced after an error; it should have survived it"
+[ "$(launcher_pid)" = "$pid" ] || fail "the launcher was replaced after a sweep error; it should have survived it"
 [ "$(sql -c "SELECT sweep_errors > 0 FROM idem_stats()")" = t ] || fail "idem_stats does not count the error"
 echo "logged: $(grep -m1 -o 'idem_keys sweeper: sweeping database "postgres" failed.*' "$dir/server.log")"
-echo "same sweeper pid $pid swept again after the table came back; idem_stats counts the error"
+echo "the next pass swept after the table came back (same launcher, pid $pid); idem_stats counts the error"
 
 echo "--- a database without the extension stays quiet"
-[ "$(sql -c "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'idem_keys sweeper' AND datname = 'plain'")" = 1 ] \
-  || fail "no sweeper runs for database plain"
 if grep -E 'ERROR|FATAL|WARNING' "$dir/server.log" | grep -v 'idem_keys_away\|idem_keys sweeper: sweeping database "postgres" failed' \
-   | grep -i 'plain\|idem_keys'; then
+   | grep -i 'plain\|gone\|swept\|idem_keys'; then
   fail "the log has errors about the idem_keys workers (above)"
 fi
-echo "the sweeper of 'plain' runs and the log has no error, warning or fatal line about it"
+grep -q 'not sweeping "plain"' "$dir/server.log" && fail "plain exists; it must not be reported"
+echo "passes over 'plain' (no extension) leave no error, warning or fatal line in the log"
 
 echo "--- a backlog of 200 000 is swept batch by batch; claims on it never wait long"
 set_and_reload "idem_keys.sweep_interval = '1h'"
@@ -130,7 +156,7 @@ wait_for "SELECT count(*) = 0 FROM idem_keys WHERE scope = 'paced'" 10
 echo "sweep_delay = 1s: $left of 1000 keys left 2 s into the sweep (100 per batch); after a reload to 0 the rest went at once"
 set_and_reload "idem_keys.sweep_delay = '2ms'"
 
-echo "--- SIGTERM ends a busy sweeper within a batch; the launcher replaces it"
+echo "--- SIGTERM ends a busy sweeper within a batch; the next pass sweeps on"
 set_and_reload "idem_keys.sweep_interval = '1h'"
 sleep 2
 seed_expired term 200000
@@ -146,21 +172,29 @@ left=$(expired term)
 ((left > 0)) || fail "the backlog was gone before SIGTERM; the test proved nothing"
 ((stop_ms < 1000)) || fail "the sweeper took ${stop_ms} ms to stop"
 wait_for "SELECT count(*) = 0 FROM idem_keys WHERE scope = 'term' AND expires_at <= now()" 60
-echo "busy sweeper (pid $pid) stopped ${stop_ms} ms after SIGTERM with $left keys left; a new one swept the rest"
+echo "busy sweeper (pid $pid) stopped ${stop_ms} ms after SIGTERM with $left keys left; the next pass swept the rest"
 
-echo "--- kill -9 of the sweeper: the server restarts, the workers come back and sweep"
+echo "--- kill -9 of a busy sweeper: the server restarts, the launcher comes back and sweeps"
+set_and_reload "idem_keys.sweep_interval = '1h'"
+sleep 2
+seed_expired w6 200000
+set_and_reload "idem_keys.sweep_interval = '1s'"
+wait_for "SELECT count(*) < 195000 FROM idem_keys WHERE scope = 'w6'" 20
 pid=$(sweeper_pid)
+[ -n "$pid" ] || fail "no sweeper was busy with the backlog"
 kill -9 "$pid"
-wait_for "SELECT count(*) = 2 FROM pg_stat_activity WHERE backend_type = 'idem_keys sweeper'" 30
-seed_expired w6 100
-wait_for "SELECT count(*) = 0 FROM idem_keys WHERE scope = 'w6'" 15
-echo "after kill -9 of pid $pid: new sweeper $(sweeper_pid), expired keys swept again"
+poll sql "SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'idem_keys launcher'" 30
+wait_for "SELECT count(*) = 0 FROM idem_keys WHERE scope = 'w6' AND expires_at <= now()" 60
+echo "after kill -9 of sweeper pid $pid: a new launcher $(launcher_pid), expired keys swept again"
 
 echo "--- sweep_enabled = off stops the sweepers; pg_cron sweeps instead, in more than one batch"
 set_and_reload "idem_keys.sweep_enabled = off"
-wait_for "SELECT count(*) = 0 FROM pg_stat_activity WHERE backend_type = 'idem_keys sweeper'" 15
+seed_expired off 100
+sleep 3   # three intervals
+[ "$(expired off)" = 100 ] || fail "a sweeper swept with sweep_enabled = off"
+sql -c "DELETE FROM idem_keys WHERE scope = 'off'" >/dev/null
 if [ -z "$with_cron" ]; then
-  echo "sweep_enabled = off stopped the sweepers; pg_cron: not available for PostgreSQL $major here (its build has" \
+  echo "sweep_enabled = off: nothing swept for three intervals; pg_cron: not available for PostgreSQL $major here (its build has" \
        "no pg_cron), so pg_cron's schedule is tested on the other majors only"
   echo "worker: ok"
   exit 0
