@@ -39,7 +39,7 @@ debian_layout() { # $1 the server's directory, $2 the Debian one
 }
 debian_layout "$("$PG_CONFIG" --pkglibdir)" "/usr/lib/postgresql/$major/lib"
 debian_layout "$("$PG_CONFIG" --sharedir)/extension" "/usr/share/postgresql/$major/extension"
-# idem_keys_proxy (SQL only, docs/scale-out.md) ships in the same package: a PL/Proxy router installs it.
+# idem_keys_proxy (SQL over this library, docs/scale-out.md) ships in the same package: a PL/Proxy router installs it.
 install -m 644 proxy/idem_keys_proxy.control proxy/idem_keys_proxy--*.sql "$root/usr/share/postgresql/$major/extension/"
 find "$root" -type f | sed "s|^$root/||" | sort > "$stage/files"
 

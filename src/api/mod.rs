@@ -5,6 +5,7 @@ mod claim;
 mod fingerprint;
 mod finish;
 mod lookup;
+mod router;
 mod sweep;
 
 pub use sweep::Sweep;

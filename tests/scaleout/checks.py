@@ -1,6 +1,6 @@
 """idem_keys through a PL/Proxy router (idem_keys_proxy) with 4 partitions, run by tests/scaleout/run.sh: the
 contract, where keys land, every SQLSTATE of docs/errors.md that a router can meet, the fan-out verbs against
-the partitions' own answers, and the security model. Prints one line per check; exits 1 if any failed.
+the partitions' own answers, the security model and tenant binding on the router. Prints one line per check; exits 1 if any failed.
 
 Usage: checks.py ROUTER_URL APP_URL PARTITION_URL...
   ROUTER_URL      the router's database as its owner (a superuser)
@@ -229,6 +229,36 @@ def fan_out():
           [s[0] for s in status] == list(range(len(PARTS))), status)
 
 
+def binding():
+    """Tenant binding on the router: the router checks the caller (a partition only ever sees the router's
+    role), with the node's code, so a foreign scope is refused as one node refuses it and never routed."""
+    for url in (ROUTER, PARTS[0]):
+        with connect(url) as c:
+            c.execute("DO $$ BEGIN CREATE ROLE acme; EXCEPTION WHEN duplicate_object THEN NULL; END $$")
+    sessions = []
+    for url in (ROUTER, PARTS[0]):
+        c = connect(url)
+        c.execute("SET idem_keys.tenant_binding = 'role'")
+        c.execute("SET ROLE acme")
+        sessions.append(c)
+    r, node = sessions
+    own = claim(r, key("bound"), scope="acme:POST /payments")
+    check("binding: a tenant claims its own scope through the router", own[0] == "claimed", own)
+    for name, sql, params in [
+        ("claim", CLAIM, ("globex:POST /payments", key("foreign"), BODY, None, None)),
+        ("lookup", "SELECT idem_lookup(%s, %s)", ("globex:POST /payments", key("foreign"))),
+        ("finish", FINISH, ("globex:POST /payments", key("foreign"), own[1], 200, b"", None)),
+        ("release", "SELECT idem_release(%s, %s, %s)", ("globex:POST /payments", key("foreign"), own[1])),
+        ("checkpoint", "SELECT idem_checkpoint(%s, %s, %s, 'charged')", ("globex", key("foreign"), own[1])),
+    ]:
+        routed, direct = error_of(r, sql, params), error_of(node, sql, params)
+        check(f"binding: idem_{name} of another tenant's scope is 42501 through the router, as on one node",
+              routed is not None and routed[0] == "42501" and routed == direct, (routed, direct))
+    check("binding: nothing of the refused calls reached a partition", home(key("foreign"), "globex:POST /payments") == [])
+    for c in sessions:
+        c.close()
+
+
 def operator():
     r = connect()
     rows = r.execute("SELECT partition, reachable, version, keys FROM idem_cluster_status() ORDER BY 1").fetchall()
@@ -236,8 +266,10 @@ def operator():
     for url in PARTS:
         with connect(url) as p:
             counts.append(p.execute("SELECT count(*) FROM idem_keys").fetchone()[0])
-    check("idem_cluster_status: every partition reachable, on 0.4.0, with its key count",
-          [(p, True, "0.4.0", c) for p, c in enumerate(counts)] == [tuple(x) for x in rows], (rows, counts))
+    with connect() as r:
+        mine = r.execute("SELECT extversion FROM pg_extension WHERE extname = 'idem_keys_proxy'").fetchone()[0]
+    check(f"idem_cluster_status: every partition reachable, on {mine}, with its key count",
+          [(p, True, mine, c) for p, c in enumerate(counts)] == [tuple(x) for x in rows], (rows, counts))
 
 
 def security():
@@ -254,6 +286,7 @@ contract()
 spread()
 errors()
 fan_out()
+binding()
 operator()
 security()
 print(f"scaleout checks: {'all passed' if not failures else f'{len(failures)} FAILED'}")

@@ -61,13 +61,27 @@ router -c "CREATE SERVER idem_keys_cluster FOREIGN DATA WRAPPER plproxy OPTIONS 
   -c "CREATE USER MAPPING FOR postgres SERVER idem_keys_cluster OPTIONS (user 'idem_router')"
 echo "scaleout: router on 127.0.0.1:$port with PL/Proxy $(router -c "SELECT extversion FROM pg_extension WHERE extname = 'plproxy'") and idem_keys_proxy $(router -c "SELECT extversion FROM pg_extension WHERE extname = 'idem_keys_proxy'"), ${#partitions[@]} partitions"
 
+# The previous idem_keys_proxy, updated, is the fresh one: every function's definition, comment and privileges.
+proxy_catalog() {
+  on "$work/router" "$port" -d "$1" -At -c "SELECT p.oid::regprocedure || ' ' || md5(pg_get_functiondef(p.oid)) || ' ' ||
+      coalesce(obj_description(p.oid, 'pg_proc'), '-') || ' ' || coalesce(p.proacl::text, '-')
+    FROM pg_proc p JOIN pg_depend d ON d.objid = p.oid AND d.classid = 'pg_proc'::regclass AND d.deptype = 'e'
+   WHERE d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'idem_keys_proxy') ORDER BY 1"
+}
+on "$work/router" "$port" -d postgres -c "CREATE DATABASE proxy_updated"
+on "$work/router" "$port" -d proxy_updated -c "SET client_min_messages = warning" \
+  -c "CREATE EXTENSION idem_keys_proxy VERSION '0.4.0' CASCADE" -c "ALTER EXTENSION idem_keys_proxy UPDATE"
+diff <(proxy_catalog shop) <(proxy_catalog proxy_updated) || fail "idem_keys_proxy 0.4.0 updated differs from a fresh install (above)"
+echo "PASS  idem_keys_proxy 0.4.0 -> $(router -c "SELECT extversion FROM pg_extension WHERE extname = 'idem_keys_proxy'"): $(proxy_catalog shop | wc -l) functions equal to a fresh install"
+
 # 1. The version check.
 got=$(router -v VERBOSITY=sqlstate -c "SELECT count(*) FROM idem_cluster_status()" 2>&1 || true)
 grep -q "55000" <<<"$got" || fail "a partition on 0.3.0 did not make idem_cluster_status fail with 55000: $got"
 got=$(router -c "SELECT count(*) FROM idem_cluster_status()" 2>&1 || true)
 grep -q "partition 3: 0.3.0" <<<"$got" || fail "the version error does not name the partition on 0.3.0: $got"
 part 3 -c "ALTER EXTENSION idem_keys UPDATE"
-[ "$(router -c "SELECT string_agg(version, ',') FROM idem_cluster_status()")" = "0.4.0,0.4.0,0.4.0,0.4.0" ] \
+current=$(sed -nE 's/^version = "(.*)"/\1/p' Cargo.toml | head -1)
+[ "$(router -c "SELECT string_agg(version, ',') FROM idem_cluster_status()")" = "$current,$current,$current,$current" ] \
   || fail "idem_cluster_status after the update"
 echo "PASS  a partition on 0.3.0 is a 55000 from idem_cluster_status naming it; after ALTER EXTENSION UPDATE all agree"
 
@@ -125,9 +139,22 @@ start=$(date +%s%N)
 got=$(router -v VERBOSITY=sqlstate -c "SELECT (idem_claim('probe', '$k2', '{}'::jsonb)).outcome" 2>&1 || true)
 took=$((($(date +%s%N) - start) / 1000000))
 grep -q "08006" <<<"$got" || fail "a key on the stopped partition got '$got', not 08006"
+# What the caller reads names no host, port or role; the router's log has it for the operator.
+said=$(router -c "SELECT (idem_claim('probe', '$k2', '{}'::jsonb)).outcome" 2>&1 || true)
+grep -q "unreachable" <<<"$said" && ! grep -qE "127\.0\.0\.1|port [0-9]|port=|idem_router|host=" <<<"$said" \
+  || fail "the 08006 a caller reads gives connection details away: $said"
+grep -q "idem_keys_proxy: a partition is unreachable: .*$((port + 3))" "$work/router/server.log" \
+  || fail "the router's log does not say which partition was unreachable"
+# A fingerprint needs no partition: with one down every call answers, with the partitions' own bytes.
+fp=$(part 0 -c "SELECT encode(idem_fingerprint('{\"a\": 1.0, \"b\": [true]}'::jsonb), 'hex') || encode(idem_fingerprint('\\x0001'::bytea), 'hex')")
+for n in $(seq 1 20); do
+  [ "$(router -c "SELECT encode(idem_fingerprint('{\"a\": 1.0, \"b\": [true]}'::jsonb), 'hex') || encode(idem_fingerprint('\\x0001'::bytea), 'hex')")" = "$fp" ] \
+    || fail "idem_fingerprint through the router with a partition down: call $n"
+done
 ((took < 3000)) || fail "the stopped partition's key took $took ms to fail (connect_timeout is 2 s)"
 [ "$(router -c "SELECT (idem_claim('probe', '$k0', '{}'::jsonb)).outcome")" = claimed ] || fail "a key on partition 0 failed too"
-echo "PASS  with partition 2 down its keys fail with 08006 in $took ms; partition 0's are served"
+echo "PASS  with partition 2 down its keys fail with 08006 in $took ms (no connection details in it: $(grep -m1 DETAIL <<<"$said"));" \
+     "partition 0's are served; 20 idem_fingerprint calls answered, equal to a partition's"
 sleep $((6 - (SECONDS - stopped) > 0 ? 6 - (SECONDS - stopped) : 0))
 bash scripts/cluster.sh start "$work/p2" $((port + 3))
 sleep 6
