@@ -264,14 +264,6 @@ pub fn tenant_binding() -> Binding {
     TENANT_BINDING.get()
 }
 
-pub fn tenant_setting() -> CString {
-    TENANT_SETTING.get().unwrap_or_default()
-}
-
-pub fn tenant_claim() -> CString {
-    TENANT_CLAIM.get().unwrap_or_default()
-}
-
 #[pgrx::pg_guard]
 unsafe extern "C-unwind" fn check_tenant_setting(
     newval: *mut *mut c_char,

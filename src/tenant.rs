@@ -12,7 +12,8 @@
 //!
 //! The check runs on the arguments, before any read: a refused caller learns nothing about the scope's
 //! keys, not even whether one exists. Superusers and `BYPASSRLS` roles are not bound, as with row-level
-//! security: the reconciler and the operator see every tenant. All four settings are `Suset`.
+//! security: the reconciler and the operator see every tenant. All three settings are `Suset`, and read
+//! here with `GetConfigOption`, without a copy.
 
 use crate::error;
 use pgrx::pg_sys;
@@ -49,6 +50,9 @@ pub const SEPARATOR: char = ':';
 
 /// The setting PostgREST (and so Supabase) fills with the verified JWT's claims, per transaction.
 const JWT_CLAIMS_SETTING: &CStr = c"request.jwt.claims";
+/// Our settings that say where the tenant is (src/guc.rs defines them).
+const TENANT_SETTING: &CStr = c"idem_keys.tenant_setting";
+const TENANT_CLAIM: &CStr = c"idem_keys.tenant_claim";
 
 /// Refuses (42501) a `scope` that the caller's tenant does not own. Free when binding is off.
 #[inline]
@@ -77,7 +81,7 @@ fn check_bound(function: &str, scope: &str, binding: Binding) {
         }
         .to_string_lossy())),
         Binding::Setting => {
-            let name = setting(c"idem_keys.tenant_setting").unwrap_or_default();
+            let name = setting(TENANT_SETTING).unwrap_or_default();
             judge(
                 setting(name)
                     .map(|tenant| tenant.to_string_lossy())
@@ -123,8 +127,8 @@ enum Missing {
 
 impl Missing {
     fn describe(&self) -> String {
-        let setting = crate::guc::tenant_setting().to_string_lossy().into_owned();
-        let claim = crate::guc::tenant_claim().to_string_lossy().into_owned();
+        let named = |ours| setting(ours).unwrap_or_default().to_string_lossy();
+        let (setting, claim) = (named(TENANT_SETTING), named(TENANT_CLAIM));
         match self {
             Missing::Setting => format!("The setting {setting} is not set."),
             Missing::NoClaims => "The setting request.jwt.claims is not set.".to_string(),
@@ -163,9 +167,7 @@ fn with_jwt_tenant(f: impl FnOnce(Result<&str, Missing>)) {
         Some(claims) if !claims.is_empty() => claims.to_bytes(),
         _ => return f(Err(Missing::NoClaims)),
     };
-    let path = setting(c"idem_keys.tenant_claim")
-        .unwrap_or_default()
-        .to_bytes();
+    let path = setting(TENANT_CLAIM).unwrap_or_default().to_bytes();
     let hit = LAST_JWT.with_borrow(|last| {
         last.as_ref()
             .is_some_and(|last| last.claims == claims && last.path == path)

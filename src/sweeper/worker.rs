@@ -157,7 +157,9 @@ fn find_database(name: &str) -> Result<pg_sys::Oid, &'static str> {
                 break;
             }
             let database = &*(pg_sys::GETSTRUCT(tuple) as *const pg_sys::FormData_pg_database);
-            if std::ffi::CStr::from_ptr(database.datname.data.as_ptr()).to_bytes() == name.as_bytes() {
+            if std::ffi::CStr::from_ptr(database.datname.data.as_ptr()).to_bytes()
+                == name.as_bytes()
+            {
                 found = if database.datallowconn {
                     Ok(database.oid)
                 } else {
