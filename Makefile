@@ -8,7 +8,7 @@ export PG_CONFIG PG_MAJORS
 DEMO_DIR  ?= /tmp/idem_keys-demo
 DEMO_PORT ?= 25329
 
-.PHONY: demo stop test setup install pgtest regress isolation upgrade lifecycle package package-test crash worker failover e2e pgbouncer drivers ha scaleout bench bench-smoke regress-bless clean
+.PHONY: demo stop test setup install portable portable-test pgtest regress isolation upgrade lifecycle package package-test crash worker failover e2e pgbouncer drivers ha scaleout bench bench-smoke regress-bless clean
 
 setup:
 	@bash scripts/setup.sh
@@ -36,8 +36,14 @@ test: setup
 # Stages of `make test`, runnable alone.
 pgtest regress isolation upgrade lifecycle crash worker failover e2e pgbouncer drivers ha scaleout: setup
 	@bash scripts/test.sh $@
+# The portable edition's own stage (the file itself is `make portable`).
+portable-test: setup
+	@bash scripts/test.sh portable
 package-test: setup
 	@bash scripts/test.sh package
+# The portable edition: dist/idem_keys_portable.sql, for servers that cannot load the extension (docs/portable.md).
+portable:
+	@python3 scripts/portable.py
 # Installable artefacts without Rust on the target: dist/*.deb (one per major), tarballs, the PGXN zip.
 package: setup
 	@bash scripts/package.sh

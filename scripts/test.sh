@@ -2,7 +2,7 @@
 # `make test`: every test tier against real PostgreSQL servers of every supported major, one timing line
 # per stage and major.
 #   scripts/test.sh            all stages on every major
-#   scripts/test.sh STAGE...   only these (pgtest regress isolation upgrade lifecycle package crash worker
+#   scripts/test.sh STAGE...   only these (pgtest regress isolation upgrade portable lifecycle package crash worker
 #                              failover e2e pgbouncer drivers ha scaleout bench)
 #   PG_MAJORS="15 18"          only these majors (default: all of SUPPORTED_MAJORS in scripts/pg_major.sh)
 # Every stage runs on 15, the host's own PostgreSQL. On 16, 17 and 18 the stages that exercise the server
@@ -17,8 +17,8 @@ source scripts/pg_major.sh
 export PATH="$HOME/.cargo/bin:$PATH"
 
 stages=("$@")
-((${#stages[@]})) || stages=(pgtest regress isolation upgrade lifecycle package crash worker failover e2e pgbouncer drivers ha scaleout bench)
-EVERY_MAJOR=" pgtest regress isolation upgrade package crash worker failover bench "
+((${#stages[@]})) || stages=(pgtest regress isolation upgrade portable lifecycle package crash worker failover e2e pgbouncer drivers ha scaleout bench)
+EVERY_MAJOR=" pgtest regress isolation upgrade portable package crash worker failover bench "
 
 scratch_dir() { # a postgres-owned scratch directory with a short path (it holds Unix sockets)
   local d; d=$(mktemp -d /tmp/idem.XXXXXX); chown postgres: "$d"; echo "$d"
@@ -80,6 +80,8 @@ stage_isolation() {
 
 # The suites that are one script against the installed release build (tests/<name>/run.sh):
 #   upgrade    every released version -> this one: keys survive, catalog equal to a fresh install
+#   portable   the portable SQL edition: the extension's golden files and isolation specs, security, settings,
+#              the same API and fingerprints, moves between editions, upgrade, pg_cron (tests/portable/run.sh)
 #   lifecycle  pg_dump/pg_restore, a streaming hot standby and its promotion
 #   crash      kill -9 of a backend mid-request, and an immediate shutdown under load
 #   worker     the sweeper background worker (preloaded) and pg_cron, against a real server

@@ -160,7 +160,7 @@ pub fn too_large(argument: &str, bytes: usize, limit: usize) -> ! {
         PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
         format!("{argument} is {bytes} bytes; idem_keys.max_response_bytes is {limit}"),
         None,
-        Some("Store a reference to the result (an id) instead of the whole body, or have a superuser raise idem_keys.max_response_bytes."),
+        Some("Store a reference to the result (an id) instead of the whole body, or have an administrator raise idem_keys.max_response_bytes."),
     )
 }
 

@@ -1,0 +1,137 @@
+-- idem_claim in PL/pgSQL: the statements of the extension's SPI path (src/store.rs), the same decisions
+-- (src/api/claim.rs). Under READ COMMITTED every statement of a VOLATILE function takes a new snapshot, so the
+-- read that follows a conflicting insert sees the row the insert waited for, as the extension's Reread does.
+
+-- One claim of a key whose request has the given fingerprint. The two idem_claim overloads check their
+-- arguments in the extension's order and come here. Revoked from PUBLIC: it trusts its arguments.
+CREATE OR REPLACE FUNCTION idem_keys_claim(
+    scope text, key text, fingerprint bytea, lease interval, wait interval)
+RETURNS idem_result
+LANGUAGE plpgsql VOLATILE
+AS $$
+DECLARE
+    now timestamptz;
+    deadline timestamptz;
+    lease_ends timestamptz;
+    poll interval := interval '10 milliseconds';
+    waits boolean := current_setting('transaction_isolation') NOT IN ('repeatable read', 'serializable');
+    stmt text := 'claim';
+    new_token bigint;
+    k record;
+BEGIN
+    lease := idem_keys_duration('lease', lease, 'idem_keys.lease');
+    IF wait < interval '0' THEN
+        PERFORM idem_keys_raise('22023', 'wait must not be a negative interval', NULL,
+            'Pass ''0'' (or NULL) not to wait, or an interval such as ''2 seconds''.');
+    END IF;
+    now := clock_timestamp();
+    deadline := now + least(coalesce(wait, interval '0'), interval '100000 years');
+    LOOP
+        lease_ends := now + lease;
+        IF stmt = 'claim' THEN
+            INSERT INTO idem_keys AS i (scope, key, fingerprint, token, attempt, created_at, claimed_at, lease_ends_at)
+            VALUES (scope, key, fingerprint, nextval('idem_keys_token_seq'), 1, now, now, lease_ends)
+            ON CONFLICT ON CONSTRAINT idem_keys_pkey DO NOTHING
+            RETURNING i.token INTO new_token;
+            IF new_token IS NOT NULL THEN
+                RETURN ROW('claimed', new_token, 1, NULL, NULL, NULL, NULL, NULL, now, NULL, NULL)::idem_result;
+            END IF;
+        ELSIF stmt = 'takeover' THEN
+            -- Re-checked on the newest row version, so of two racing recoverers exactly one gets a row.
+            UPDATE idem_keys AS t SET
+                token = nextval('idem_keys_token_seq'),
+                attempt = CASE WHEN t.finished_at IS NULL THEN t.attempt + 1 ELSE 1 END,
+                created_at = CASE WHEN t.finished_at IS NULL THEN t.created_at ELSE now END,
+                fingerprint = idem_keys_claim.fingerprint, claimed_at = now, lease_ends_at = lease_ends,
+                finished_at = NULL, expires_at = NULL, status_code = NULL, response = NULL,
+                response_bytes = NULL, headers = NULL,
+                -- A recovering owner resumes from the dead one's last checkpoint; an expired answer starts over.
+                checkpoint = CASE WHEN t.finished_at IS NULL THEN t.checkpoint END,
+                checkpoint_state = CASE WHEN t.finished_at IS NULL THEN t.checkpoint_state END
+             WHERE t.scope = idem_keys_claim.scope AND t.key = idem_keys_claim.key
+               AND ((t.finished_at IS NOT NULL AND t.expires_at <= now)
+                 OR (t.finished_at IS NULL AND t.lease_ends_at <= now AND t.fingerprint = idem_keys_claim.fingerprint))
+            RETURNING t.token, t.attempt, t.created_at, t.checkpoint, t.checkpoint_state INTO k;
+            IF FOUND THEN
+                RETURN ROW(CASE WHEN k.attempt > 1 THEN 'recovered' ELSE 'claimed' END, k.token, k.attempt,
+                           NULL, NULL, NULL, NULL, NULL, k.created_at, k.checkpoint, k.checkpoint_state)::idem_result;
+            END IF;
+        END IF;
+        -- The key exists (a conflict, a lost takeover, or a poll): read it with a fresh snapshot.
+        SELECT r.attempt, r.fingerprint = idem_keys_claim.fingerprint AS same_request,
+               r.finished_at IS NOT NULL AS finished, r.lease_ends_at, r.expires_at, r.status_code,
+               r.response, r.response_bytes, r.headers, r.created_at, r.checkpoint, r.checkpoint_state
+          INTO k
+          FROM idem_keys AS r
+         WHERE r.scope = idem_keys_claim.scope AND r.key = idem_keys_claim.key;
+        IF NOT FOUND THEN
+            stmt := 'claim'; -- released or swept since: insert again
+            CONTINUE;
+        END IF;
+        IF k.finished THEN
+            -- A finished answer past its retention counts as absent, swept or not.
+            IF k.expires_at <= now THEN
+                stmt := 'takeover';
+                CONTINUE;
+            END IF;
+            IF NOT k.same_request THEN
+                RETURN ROW('mismatch', NULL, k.attempt, NULL, NULL, NULL, NULL, NULL, k.created_at, NULL, NULL)::idem_result;
+            END IF;
+            RETURN ROW('replay', NULL, k.attempt, k.status_code, k.response, k.response_bytes, k.headers, NULL,
+                       k.created_at, NULL, NULL)::idem_result;
+        END IF;
+        IF NOT k.same_request THEN
+            RETURN ROW('mismatch', NULL, k.attempt, NULL, NULL, NULL, NULL, NULL, k.created_at, NULL, NULL)::idem_result;
+        END IF;
+        IF k.lease_ends_at <= now THEN
+            stmt := 'takeover';
+            CONTINUE;
+        END IF;
+        -- In progress under a live owner: answer now, or wait (under REPEATABLE READ and SERIALIZABLE the
+        -- snapshot never moves, so waiting could not see the owner finish). pg_sleep holds no lock, and
+        -- statement_timeout or a cancel ends it with 57014.
+        IF now >= deadline OR NOT waits THEN
+            RETURN ROW('in_progress', NULL, k.attempt, NULL, NULL, NULL, NULL,
+                       greatest(1, ceil(extract(epoch FROM k.lease_ends_at - now)))::integer,
+                       k.created_at, k.checkpoint, k.checkpoint_state)::idem_result;
+        END IF;
+        -- Wake at the deadline, at the lease's end (to recover the key), or at the next poll; polls read first.
+        PERFORM pg_sleep(greatest(0.001, extract(epoch FROM least(deadline, k.lease_ends_at, now + poll) - clock_timestamp())));
+        poll := least(poll * 2, interval '100 milliseconds');
+        stmt := 'poll';
+        now := clock_timestamp();
+    END LOOP;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION idem_claim(
+    scope text, key text, request jsonb, lease interval DEFAULT NULL, wait interval DEFAULT '0')
+RETURNS idem_result
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path FROM CURRENT
+AS $$
+BEGIN
+    PERFORM idem_keys_writable('idem_claim');
+    PERFORM idem_keys_check_scope_and_key('idem_claim', scope, key);
+    IF request IS NULL THEN
+        PERFORM idem_keys_null_argument('idem_claim', 'request');
+    END IF;
+    RETURN idem_keys_claim(scope, key, idem_fingerprint(request), lease, wait);
+END
+$$;
+
+CREATE OR REPLACE FUNCTION idem_claim(
+    scope text, key text, request bytea, lease interval DEFAULT NULL, wait interval DEFAULT '0')
+RETURNS idem_result
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path FROM CURRENT
+AS $$
+BEGIN
+    PERFORM idem_keys_writable('idem_claim');
+    PERFORM idem_keys_check_scope_and_key('idem_claim', scope, key);
+    IF request IS NULL THEN
+        PERFORM idem_keys_null_argument('idem_claim', 'request');
+    END IF;
+    RETURN idem_keys_claim(scope, key, sha256(request), lease, wait);
+END
+$$;

@@ -1,0 +1,48 @@
+-- What differs from the extension's comments (sql/finalize.sql), and the portable edition's own objects.
+COMMENT ON FUNCTION idem_stats() IS
+    'Counts of in-progress, stale, finished and expired-unswept keys, age of the oldest in-progress key, the table size in bytes, and this database''s sweeps since the portable edition was installed. Revoked from PUBLIC.';
+COMMENT ON FUNCTION idem_sweep_status() IS
+    'This database''s sweeps since the portable edition was installed (pg_cron or manual): when the last finished and what it removed, totals, longest batch. sweep_errors is 0: a failed pg_cron run is in cron.job_run_details. Revoked from PUBLIC.';
+COMMENT ON FUNCTION idem_fingerprint(jsonb) IS
+    'SHA-256 of a jsonb request in canonical form: equal jsonb values give equal fingerprints, byte for byte those of the extension.';
+COMMENT ON FUNCTION idem_keys_canonical_number(text) IS
+    'idem_fingerprint''s rule for a number of jsonb text: trailing fractional zeros dropped (1.0 = 1, -0.0 = 0).';
+COMMENT ON FUNCTION idem_keys_parse_setting(text, text, text, bigint, bigint) IS
+    'An idem_keys.* integer setting''s value in its base unit, parsed as PostgreSQL parses one; 22023 when malformed or out of bounds.';
+COMMENT ON FUNCTION idem_keys_setting(text) IS
+    'A caller-settable idem_keys.* setting (lease, retention, abandon_after, sweep_batch_size, sweep_delay) in its base unit, or its default.';
+COMMENT ON FUNCTION idem_keys_protected(text) IS
+    'A protected setting as the owner configured it in idem_keys_settings, or its default.';
+COMMENT ON FUNCTION idem_keys_max_response_bytes() IS
+    'The answer size cap for this caller: the owner''s idem_keys.max_response_bytes, or a smaller one the session SET.';
+COMMENT ON FUNCTION idem_keys_configure(text, text) IS
+    'Set a protected setting (idem_keys.max_response_bytes, tenant_binding, tenant_setting, tenant_claim) for every caller; NULL restores the default. Returns the value now in force. Revoked from PUBLIC.';
+COMMENT ON FUNCTION idem_keys_raise(text, text, text, text) IS
+    'Raise an error with SQLSTATE, message, and optional detail and hint.';
+COMMENT ON FUNCTION idem_keys_null_argument(text, text) IS '22004: a required argument was NULL.';
+COMMENT ON FUNCTION idem_keys_bad_name(text, integer) IS '22023: a key or checkpoint name empty or over 255 characters.';
+COMMENT ON FUNCTION idem_keys_unknown_key(text) IS 'P0002: no such (live) idempotency key.';
+COMMENT ON FUNCTION idem_keys_token_not_owner(bigint) IS '55000: the token does not own the key (any more).';
+COMMENT ON FUNCTION idem_keys_check_size(text, bigint) IS '54000 when a stored value is over the size cap.';
+COMMENT ON FUNCTION idem_keys_duration(text, interval, text) IS
+    'A lease or retention: the setting''s default when NULL, 22023 when not positive.';
+COMMENT ON FUNCTION idem_keys_writable(text) IS '25006 on a hot standby.';
+COMMENT ON FUNCTION idem_keys_check_scope_and_key(text, text, text) IS
+    'The checks every keyed verb starts with: scope and key present and within 255 characters, key not empty, scope the caller''s tenant''s.';
+COMMENT ON FUNCTION idem_keys_check_tenant(text, text, text) IS
+    'Tenant binding: 42501 unless the caller''s tenant owns the scope (the scope is the tenant, or starts with the tenant and '':'').';
+COMMENT ON FUNCTION idem_keys_claim(text, text, bytea, interval, interval) IS
+    'idem_claim''s work once its arguments are checked: the single-winner insert, replay, takeover and the bounded wait.';
+COMMENT ON FUNCTION idem_keys_finish(text, text, bigint, integer, jsonb, bytea, jsonb, interval) IS
+    'idem_finish''s fenced write, and why it was refused.';
+COMMENT ON FUNCTION idem_keys_finish_checked(text, text, bigint, integer, jsonb, interval) IS
+    'idem_finish''s checks that need no table; returns the retention.';
+COMMENT ON FUNCTION idem_keys_jsonb_size(jsonb) IS 'A jsonb value''s binary size, as the size cap counts it.';
+COMMENT ON FUNCTION idem_keys_sweep_kind(boolean, timestamptz, timestamptz, integer) IS
+    'Delete one batch of expired answers (true) or abandoned claims (false); the count and the latest timestamp deleted.';
+COMMENT ON FUNCTION idem_keys_sweep_batch(idem_sweep_progress, integer, boolean) IS
+    'One sweep batch of both kinds from where progress says.';
+COMMENT ON FUNCTION idem_keys_record_sweep(bigint, bigint) IS 'Record a finished sweep for idem_sweep_status().';
+COMMENT ON FUNCTION idem_keys_batch_size(integer) IS 'A sweep''s batch size: the setting when NULL, 22023 when not positive.';
+COMMENT ON INDEX idem_keys_settings_pkey IS 'One value per protected setting.';
+COMMENT ON INDEX idem_keys_sweep_record_pkey IS 'idem_keys_sweep_record holds one row.';

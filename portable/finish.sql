@@ -1,0 +1,217 @@
+-- The owner's verbs, fenced by the token (src/api/finish.rs, src/api/checkpoint.rs), and idem_lookup
+-- (src/api/lookup.rs), with the extension's statements and checks in the extension's order.
+
+-- Stores the answer if the token still owns the unfinished key; else says why not. Revoked from PUBLIC.
+CREATE OR REPLACE FUNCTION idem_keys_finish(
+    scope text, key text, token bigint, status_code integer, response jsonb, response_bytes bytea,
+    headers jsonb, retention interval)
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+AS $$
+DECLARE
+    now timestamptz := clock_timestamp();
+    k record;
+BEGIN
+    UPDATE idem_keys AS f
+       SET finished_at = now, expires_at = now + retention, status_code = idem_keys_finish.status_code,
+           response = idem_keys_finish.response, response_bytes = idem_keys_finish.response_bytes,
+           headers = idem_keys_finish.headers
+     WHERE f.scope = idem_keys_finish.scope AND f.key = idem_keys_finish.key AND f.token = idem_keys_finish.token
+       AND f.finished_at IS NULL;
+    IF FOUND THEN
+        RETURN;
+    END IF;
+    SELECT f.token AS owner, f.finished_at IS NOT NULL AND f.expires_at <= now AS expired,
+           f.status_code = idem_keys_finish.status_code
+             AND f.response IS NOT DISTINCT FROM idem_keys_finish.response
+             AND f.response_bytes IS NOT DISTINCT FROM idem_keys_finish.response_bytes
+             AND f.headers IS NOT DISTINCT FROM idem_keys_finish.headers AS same_answer
+      INTO k
+      FROM idem_keys AS f
+     WHERE f.scope = idem_keys_finish.scope AND f.key = idem_keys_finish.key;
+    IF NOT FOUND OR k.expired THEN
+        PERFORM idem_keys_unknown_key('idem_finish');
+    END IF;
+    IF k.owner <> token THEN
+        PERFORM idem_keys_token_not_owner(token);
+    END IF;
+    -- Same token, already finished: a retried finish. Fine if it says the same thing.
+    IF NOT coalesce(k.same_answer, false) THEN
+        PERFORM idem_keys_raise('55000', 'idempotency key is already finished with a different answer', NULL,
+            'A finished key''s answer never changes. Finishing again with the same answer is a no-op.');
+    END IF;
+END
+$$;
+
+-- The checks of both idem_finish overloads that need no table access; the retention to store.
+CREATE OR REPLACE FUNCTION idem_keys_finish_checked(
+    scope text, key text, token bigint, status_code integer, headers jsonb, retention interval)
+RETURNS interval
+LANGUAGE plpgsql STABLE
+AS $$
+BEGIN
+    PERFORM idem_keys_writable('idem_finish');
+    PERFORM idem_keys_check_scope_and_key('idem_finish', scope, key);
+    IF token IS NULL THEN
+        PERFORM idem_keys_null_argument('idem_finish', 'token');
+    END IF;
+    IF status_code IS NULL THEN
+        PERFORM idem_keys_null_argument('idem_finish', 'status_code');
+    END IF;
+    IF status_code NOT BETWEEN 100 AND 599 THEN
+        PERFORM idem_keys_raise('22023', 'status_code ' || status_code || ' is not an HTTP status code', NULL,
+            'status_code must be between 100 and 599.');
+    END IF;
+    IF jsonb_typeof(headers) <> 'object' THEN
+        PERFORM idem_keys_raise('22023', 'headers must be a JSON object',
+            'Got a JSON ' || CASE WHEN jsonb_typeof(headers) = 'array' THEN 'array' ELSE 'scalar' END || '.',
+            'Pass e.g. ''{"Content-Type": "application/json"}''::jsonb, or NULL for none.');
+    END IF;
+    IF headers IS NOT NULL THEN
+        PERFORM idem_keys_check_size('headers', idem_keys_jsonb_size(headers));
+    END IF;
+    RETURN idem_keys_duration('retention', retention, 'idem_keys.retention');
+END
+$$;
+
+-- A jsonb value's binary size without its length word: what the extension's size cap counts.
+CREATE OR REPLACE FUNCTION idem_keys_jsonb_size(value jsonb)
+RETURNS bigint
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+RETURN pg_column_size(value) - 4;
+
+CREATE OR REPLACE FUNCTION idem_finish(
+    scope text, key text, token bigint, status_code integer, response jsonb, headers jsonb DEFAULT NULL,
+    retention interval DEFAULT NULL)
+RETURNS void
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path FROM CURRENT
+AS $$
+DECLARE
+    keep interval := idem_keys_finish_checked(scope, key, token, status_code, headers, retention);
+BEGIN
+    IF response IS NOT NULL THEN
+        PERFORM idem_keys_check_size('response', idem_keys_jsonb_size(response));
+    END IF;
+    PERFORM idem_keys_finish(scope, key, token, status_code, response, NULL, headers, keep);
+END
+$$;
+
+CREATE OR REPLACE FUNCTION idem_finish(
+    scope text, key text, token bigint, status_code integer, response bytea, headers jsonb DEFAULT NULL,
+    retention interval DEFAULT NULL)
+RETURNS void
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path FROM CURRENT
+AS $$
+DECLARE
+    keep interval := idem_keys_finish_checked(scope, key, token, status_code, headers, retention);
+BEGIN
+    IF response IS NOT NULL THEN
+        PERFORM idem_keys_check_size('response', octet_length(response));
+    END IF;
+    PERFORM idem_keys_finish(scope, key, token, status_code, NULL, response, headers, keep);
+END
+$$;
+
+CREATE OR REPLACE FUNCTION idem_release(scope text, key text, token bigint)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path FROM CURRENT
+AS $$
+BEGIN
+    PERFORM idem_keys_writable('idem_release');
+    PERFORM idem_keys_check_scope_and_key('idem_release', scope, key);
+    IF token IS NULL THEN
+        PERFORM idem_keys_null_argument('idem_release', 'token');
+    END IF;
+    DELETE FROM idem_keys AS d
+     WHERE d.scope = idem_release.scope AND d.key = idem_release.key AND d.token = idem_release.token
+       AND d.finished_at IS NULL;
+    IF FOUND THEN
+        RETURN true;
+    END IF;
+    -- Why not: a key that is unknown, or whose answer expired, is P0002; another owner's is false.
+    IF NOT EXISTS (SELECT FROM idem_keys AS o
+                    WHERE o.scope = idem_release.scope AND o.key = idem_release.key
+                      AND (o.finished_at IS NULL OR o.expires_at > clock_timestamp())) THEN
+        PERFORM idem_keys_unknown_key('idem_release');
+    END IF;
+    RETURN false;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION idem_checkpoint(scope text, key text, token bigint, point text, state jsonb DEFAULT NULL)
+RETURNS void
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path FROM CURRENT
+AS $$
+DECLARE
+    live record;
+BEGIN
+    PERFORM idem_keys_writable('idem_checkpoint');
+    PERFORM idem_keys_check_scope_and_key('idem_checkpoint', scope, key);
+    IF token IS NULL THEN
+        PERFORM idem_keys_null_argument('idem_checkpoint', 'token');
+    END IF;
+    IF point IS NULL THEN
+        PERFORM idem_keys_null_argument('idem_checkpoint', 'point');
+    END IF;
+    IF point = '' OR (octet_length(point) > 255 AND char_length(point) > 255) THEN
+        PERFORM idem_keys_bad_name('checkpoint name', char_length(point));
+    END IF;
+    IF state IS NOT NULL THEN
+        PERFORM idem_keys_check_size('state', idem_keys_jsonb_size(state));
+    END IF;
+    UPDATE idem_keys AS c SET checkpoint = point, checkpoint_state = state
+     WHERE c.scope = idem_checkpoint.scope AND c.key = idem_checkpoint.key AND c.token = idem_checkpoint.token
+       AND c.finished_at IS NULL;
+    IF FOUND THEN
+        RETURN;
+    END IF;
+    -- Why not: the live owner's token, unless the key is unknown or its answer expired.
+    SELECT o.token AS owner INTO live
+      FROM idem_keys AS o
+     WHERE o.scope = idem_checkpoint.scope AND o.key = idem_checkpoint.key
+       AND (o.finished_at IS NULL OR o.expires_at > clock_timestamp());
+    IF NOT FOUND THEN
+        PERFORM idem_keys_unknown_key('idem_checkpoint');
+    ELSIF live.owner <> token THEN
+        PERFORM idem_keys_token_not_owner(token);
+    END IF;
+    -- Same token, so the key is finished (the update only skips finished keys).
+    PERFORM idem_keys_raise('55000', 'idempotency key is already finished; it takes no more checkpoints', NULL,
+        'Checkpoint before idem_finish; a finished key only replays its answer.');
+END
+$$;
+
+-- replay with the stored answer, in_progress (retry_after 0 once the lease has ended), or NULL when the key
+-- is unknown or expired. Never returns the token. STABLE and read-only: it works on a hot standby.
+CREATE OR REPLACE FUNCTION idem_lookup(scope text, key text)
+RETURNS idem_result
+LANGUAGE plpgsql STABLE SECURITY DEFINER PARALLEL SAFE
+SET search_path FROM CURRENT
+AS $$
+DECLARE
+    now timestamptz := clock_timestamp();
+    k record;
+BEGIN
+    PERFORM idem_keys_check_scope_and_key('idem_lookup', scope, key);
+    SELECT l.attempt, l.finished_at IS NOT NULL AS finished, l.lease_ends_at, l.status_code, l.response,
+           l.response_bytes, l.headers, l.created_at, l.checkpoint, l.checkpoint_state
+      INTO k
+      FROM idem_keys AS l
+     WHERE l.scope = idem_lookup.scope AND l.key = idem_lookup.key
+       AND (l.finished_at IS NULL OR l.expires_at > now);
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    IF k.finished THEN
+        RETURN ROW('replay', NULL, k.attempt, k.status_code, k.response, k.response_bytes, k.headers, NULL,
+                   k.created_at, NULL, NULL)::idem_result;
+    END IF;
+    RETURN ROW('in_progress', NULL, k.attempt, NULL, NULL, NULL, NULL,
+               greatest(0, ceil(extract(epoch FROM k.lease_ends_at - now)))::integer,
+               k.created_at, k.checkpoint, k.checkpoint_state)::idem_result;
+END
+$$;

@@ -1,0 +1,146 @@
+#!/usr/bin/env bash
+# The portable edition (dist/idem_keys_portable.sql, `make portable`) against a real server of this major:
+#   install   by the database's owner, who is not a superuser; again (same version: a no-op that keeps keys)
+#   contract  the extension's own golden files (claim, finish, checkpoint, errors, lookup_sweep, sweep_paced)
+#             give the extension's expected output, unchanged; the isolation specs likewise
+#   own       tests/portable/sql: security, settings, tenant binding
+#   surface   every function, type, table column and index the extension has, with the same signature
+#   fingerprints  both editions on generated values, byte for byte
+#   moves     a data-only dump of the table and its sequence, extension -> portable and back
+#   upgrade   over a hand-made older shape (0.1.0's table and functions): keys, tokens and grants kept, the
+#             catalog equal to a fresh install
+#   pg_cron   a schedule of CALL idem_sweep_paced(), where this major has pg_cron
+#   uninstall one statement
+# Needs the extension built and installed for this PG_CONFIG (stage_suite does it).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+source scripts/pg_major.sh
+suite=portable
+source tests/lib.sh
+major=$(pg_major)
+bindir=$("$PG_CONFIG" --bindir)
+pgxs_test=$("$PG_CONFIG" --pkglibdir)/pgxs/src/test
+port=25371
+work=$(mktemp -d /tmp/idem-portable.XXXXXX)
+chmod 755 "$work"
+trap 'bash scripts/cluster.sh stop "$work/pg"; rm -rf "$work"' EXIT
+file=$work/idem_keys_portable.sql
+python3 scripts/portable.py "$file" >/dev/null
+chmod 644 "$file"
+version=$(sed -nE 's/^version = "(.*)"/\1/p' Cargo.toml | head -1)
+
+with_cron=yes
+[[ " $NO_PG_CRON_MAJORS " == *" $major "* ]] && with_cron=
+bash scripts/cluster.sh start "$work/pg" "$port" \
+  ${with_cron:+"shared_preload_libraries = 'pg_cron'" "cron.database_name = 'app'" "cron.host = '$work/pg'"}
+as() { local role=$1 db=$2; shift 2; psql -X -q -At -v ON_ERROR_STOP=1 -h "$work/pg" -p "$port" -U "$role" -d "$db" "$@"; }
+install_into() { as "$1" "$2" -f "$file" 2>&1 | { grep -v '^$' || true; }; }
+
+echo "--- install: by the database's owner, who is not a superuser (what a managed service gives its admin)"
+as postgres postgres -c "CREATE ROLE app_owner LOGIN CREATEROLE CREATEDB" -c "CREATE DATABASE app OWNER app_owner"
+install_into app_owner app
+[ "$(as app_owner app -c 'SELECT idem_keys_portable_version()')" = "$version" ] || fail "the installed version is not $version"
+as app_owner app -c "SELECT (idem_claim('install', 'k', '{}'::jsonb)).token" >"$work/token"
+install_into app_owner app
+[ "$(as app_owner app -c "SELECT token FROM idem_keys WHERE scope = 'install'")" = "$(cat "$work/token")" ] ||
+  fail "running the file again lost a key"
+[ "$(as app_owner app -c "SELECT (idem_claim('install', 'k', '{}'::jsonb)).outcome")" = in_progress ] ||
+  fail "the key claimed before the second run is not in progress after it"
+as app_owner app -c "DELETE FROM idem_keys WHERE scope = 'install'"
+echo "installed $version as app_owner (superuser: $(as postgres app -c "SELECT rolsuper FROM pg_roles WHERE rolname = 'app_owner'")), twice, keys kept"
+
+# pg_regress and pg_isolation_regress against the existing database, as the superuser the extension's own runs
+# use (some tests SET ROLE to roles they create); $1 tool, $2 suite directory (sql/ or specs/, expected/), rest tests.
+run_goldens() {
+  local tool=$1 suite=$2 scratch status=0; shift 2
+  scratch=$(mktemp -d "$work/goldens.XXXXXX")
+  cp -r "$suite"/. "$scratch"/
+  rm -rf "$scratch/results"
+  mkdir -p "$scratch/expected"
+  for t in "$@"; do touch "$scratch/expected/$t.out"; done
+  chown -R postgres: "$scratch"
+  local runner="$pgxs_test/regress/pg_regress"
+  [ "$tool" = isolation ] && runner="$pgxs_test/isolation/pg_isolation_regress"
+  sudo -u postgres env -u RUST_BACKTRACE "$runner" --use-existing --host="$work/pg" --port="$port" --user=postgres \
+    --dbname=app --bindir="$bindir" --inputdir="$scratch" --outputdir="$scratch" "$@" || status=$?
+  if [ -n "${BLESS:-}" ] && [ "$suite" = tests/portable ]; then
+    cp "$scratch"/results/*.out tests/portable/expected/
+    echo "blessed: tests/portable/expected (review with git diff)"
+    return 0
+  fi
+  [ $status -eq 0 ] || { head -200 "$scratch/regression.diffs"; fail "$tool goldens of $suite differ (above)"; }
+}
+
+echo "--- contract: the extension's golden files, unchanged, against the portable edition"
+run_goldens regress tests/pg_regress claim finish checkpoint errors lookup_sweep sweep_paced
+run_goldens isolation tests/isolation $(ls tests/isolation/specs | sed 's/\.spec$//' | sort)
+
+echo "--- the portable edition's own: security, settings, tenant binding"
+run_goldens regress tests/portable $(ls tests/portable/sql | sed 's/\.sql$//' | sort)
+
+echo "--- surface: the extension's API, signature for signature"
+as postgres postgres -c "CREATE DATABASE ext"
+as postgres ext -c "CREATE EXTENSION idem_keys"
+as postgres ext -f tests/portable/surface.sql >"$work/ext.surface"
+as postgres app -f tests/portable/surface.sql >"$work/portable.surface"
+diff -u "$work/ext.surface" "$work/portable.surface" || fail "the portable edition's API differs from the extension's (above)"
+echo "same API: $(wc -l <"$work/ext.surface") properties of functions, types, columns and indexes compared"
+
+echo "--- fingerprints: both editions on generated values"
+as postgres ext -c "CREATE SCHEMA portable AUTHORIZATION app_owner"
+as app_owner ext -c "SET search_path = portable" -f "$file" >/dev/null
+python3 tests/portable/values.py >"$work/values.tsv"
+as postgres ext -c "CREATE TABLE fingerprint_values (n serial, value jsonb, raw bytea)" \
+  -c "\\copy fingerprint_values (value, raw) FROM '$work/values.tsv'"
+read -r compared differ < <(as postgres ext -F ' ' -c "
+  SELECT count(*), count(*) FILTER (WHERE public.idem_fingerprint(value) IS DISTINCT FROM portable.idem_fingerprint(value)
+                                      OR public.idem_fingerprint(raw) IS DISTINCT FROM portable.idem_fingerprint(raw))
+    FROM fingerprint_values")
+if [ "$differ" != 0 ]; then
+  as postgres ext -c "SELECT value FROM fingerprint_values
+                       WHERE public.idem_fingerprint(value) <> portable.idem_fingerprint(value) LIMIT 5"
+  fail "$differ of $compared values have another fingerprint in the portable edition"
+fi
+[ "$compared" -ge 20000 ] || fail "only $compared values were generated"
+echo "$compared generated values (and their bytes): the same fingerprints in both editions"
+# And what must stay apart stays apart in both.
+disagreements=$(as postgres ext -f tests/portable/fingerprint_pairs.sql)
+[ -z "$disagreements" ] || fail "fingerprint pairs: $disagreements"
+
+echo "--- moves: a data-only dump of the table and its token sequence, each way"
+bash tests/portable/move.sh "$work" "$port" "$file"
+
+echo "--- upgrade: over a hand-made older shape"
+as postgres postgres -c "CREATE DATABASE old OWNER app_owner" -c "CREATE DATABASE fresh OWNER app_owner" \
+  -c "CREATE ROLE janitor"
+as app_owner old -f tests/portable/older_shape.sql >/dev/null
+before=$(as app_owner old -c "SELECT count(*), max(token), (SELECT last_value FROM idem_keys_token_seq) FROM idem_keys")
+install_into app_owner old
+after=$(as app_owner old -c "SELECT count(*), max(token), (SELECT last_value FROM idem_keys_token_seq) FROM idem_keys")
+[ "$before" = "$after" ] || fail "the upgrade changed the keys or the sequence: $before -> $after"
+[ "$(as app_owner old -c "SELECT (idem_claim('old', 'finished', '{\"amount\": 1.50}'::jsonb)).outcome")" = replay ] ||
+  fail "a key finished before the upgrade does not replay"
+[ "$(as app_owner old -c "SELECT has_function_privilege('janitor', 'idem_stats()', 'EXECUTE')")" = t ] ||
+  fail "the upgrade lost the grant of idem_stats to janitor"
+install_into app_owner fresh
+as app_owner fresh -c "GRANT EXECUTE ON FUNCTION idem_stats() TO janitor"
+for db in old fresh; do
+  sudo -u postgres "$bindir/pg_dump" -h "$work/pg" -p "$port" -s -d "$db" | grep -Ev '^(--|$|\\(un)?restrict )' >"$work/$db.schema"
+done
+diff -u "$work/fresh.schema" "$work/old.schema" || fail "the upgraded schema differs from a fresh install (above)"
+echo "upgraded $before (keys, largest token, sequence) kept, janitor's grant kept, schema equal to a fresh install"
+
+if [ -n "$with_cron" ]; then
+  echo "--- pg_cron: the database's owner schedules the paced sweep"
+  bash tests/portable/cron.sh "$work" "$port"
+else
+  echo "--- pg_cron: not available for PostgreSQL $major here (its build has none); tested on the other majors"
+fi
+
+echo "--- uninstall: one statement"
+as app_owner fresh -c "SELECT idem_keys_portable_uninstall()" >/dev/null
+left=$(as app_owner fresh -c "SELECT count(*) FROM pg_class WHERE relnamespace = 'public'::regnamespace AND relname LIKE 'idem%'")
+left=$((left + $(as app_owner fresh -c "SELECT count(*) FROM pg_proc WHERE pronamespace = 'public'::regnamespace AND proname LIKE 'idem%'")))
+left=$((left + $(as app_owner fresh -c "SELECT count(*) FROM pg_type WHERE typnamespace = 'public'::regnamespace AND typname LIKE 'idem%'")))
+[ "$left" = 0 ] || fail "$left objects left after idem_keys_portable_uninstall()"
+echo "SELECT idem_keys_portable_uninstall() left nothing behind"

@@ -1,0 +1,57 @@
+-- Settings without a loaded module: the extension's names, defaults, bounds and units, read when used, with
+-- the errors PostgreSQL gives when the extension's settings are SET out of range; and the protected ones,
+-- which only the owner changes (idem_keys_configure).
+\set SHOW_CONTEXT never
+SELECT (idem_claim('set', 'default', '{}'::jsonb)).outcome;
+SELECT lease_ends_at - claimed_at AS default_lease FROM idem_keys WHERE scope = 'set' AND key = 'default';
+SET idem_keys.lease = '90min';
+SELECT (idem_claim('set', 'lease', '{}'::jsonb)).outcome;
+SELECT lease_ends_at - claimed_at AS lease FROM idem_keys WHERE scope = 'set' AND key = 'lease';
+SET idem_keys.lease = 45;
+SELECT (idem_claim('set', 'seconds', '{}'::jsonb)).outcome;
+SELECT lease_ends_at - claimed_at AS lease FROM idem_keys WHERE scope = 'set' AND key = 'seconds';
+SET idem_keys.retention = '2h';
+SELECT idem_finish('set', 'seconds', (SELECT token FROM idem_keys WHERE scope = 'set' AND key = 'seconds'), 200, '{}'::jsonb);
+SELECT expires_at - finished_at AS retention FROM idem_keys WHERE scope = 'set' AND key = 'seconds';
+RESET idem_keys.retention;
+-- out of range, malformed, a unit of the wrong kind: 22023, and nothing written
+SET idem_keys.lease = 0;
+SELECT idem_claim('set', 'bad', '{}'::jsonb);
+\echo :LAST_ERROR_SQLSTATE
+SET idem_keys.lease = 'soon';
+SELECT idem_claim('set', 'bad', '{}'::jsonb);
+\echo :LAST_ERROR_SQLSTATE
+SET idem_keys.lease = '5MB';
+SELECT idem_claim('set', 'bad', '{}'::jsonb);
+\echo :LAST_ERROR_SQLSTATE
+RESET idem_keys.lease;
+SET idem_keys.sweep_batch_size = 0;
+SELECT idem_sweep();
+\echo :LAST_ERROR_SQLSTATE
+RESET idem_keys.sweep_batch_size;
+SET idem_keys.sweep_delay = '11s';
+CALL idem_sweep_paced();
+\echo :LAST_ERROR_SQLSTATE
+RESET idem_keys.sweep_delay;
+SELECT count(*) AS bad_keys_written FROM idem_keys WHERE scope = 'set' AND key = 'bad';
+-- The protected settings: checked as the extension checks them, changed only by the owner.
+SELECT idem_keys_configure('idem_keys.max_response_bytes', '2MB');
+SELECT idem_keys_configure('idem_keys.max_response_bytes', '0');
+\echo :LAST_ERROR_SQLSTATE
+SELECT idem_keys_configure('idem_keys.max_response_bytes', NULL);
+SELECT idem_keys_configure('idem_keys.tenant_binding', 'everyone');
+\echo :LAST_ERROR_SQLSTATE
+SELECT idem_keys_configure('idem_keys.tenant_setting', 'idem_keys.tenant_binding');
+\echo :LAST_ERROR_SQLSTATE
+SELECT idem_keys_configure('idem_keys.tenant_setting', 'app.ten ant');
+\echo :LAST_ERROR_SQLSTATE
+SELECT idem_keys_configure('idem_keys.tenant_claim', 'app_metadata..tenant');
+\echo :LAST_ERROR_SQLSTATE
+SELECT idem_keys_configure('idem_keys.lease', '1h');
+\echo :LAST_ERROR_SQLSTATE
+SELECT idem_keys_configure('idem_keys.no_such_setting', '1');
+\echo :LAST_ERROR_SQLSTATE
+SELECT idem_keys_configure(NULL, 'x');
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM idem_keys_settings;
+DELETE FROM idem_keys WHERE scope = 'set';
