@@ -13,13 +13,13 @@ import os
 import statistics
 from collections import defaultdict, namedtuple
 
-CONTENDERS = ["sql", "plpgsql", "idem"]
-LABEL = {"sql": "hand-written SQL", "plpgsql": "PL/pgSQL", "idem": "idem_keys"}
+CONTENDERS = ["sql", "plpgsql", "idem", "portable"]
+LABEL = {"sql": "hand-written SQL", "plpgsql": "PL/pgSQL", "idem": "idem_keys", "portable": "portable edition"}
 WORKLOADS = {"new": "new key (claim + finish)", "replay": "replay of a finished key",
              "busy": "in-progress conflict", "mismatch": "mismatch (same key, other body)"}
 METHOD = """## How it is measured
 
-- One server, one run. For each workload, client count and `synchronous_commit` setting the three contenders
+- One server, one run. For each workload, client count and `synchronous_commit` setting the contenders
   run one after another, their order rotated every round; the tables show the median of the rounds.
 - Same rows, same table shape: the baselines' tables are `CREATE TABLE … (LIKE idem_keys INCLUDING ALL)`
   (columns, CHECK constraints, primary key and both partial sweep indexes).
@@ -30,6 +30,9 @@ METHOD = """## How it is measured
   plainly (no `SECURITY DEFINER`, no `SET search_path`).
 - **idem_keys**: `idem_claim()` and `idem_finish()`, which are `SECURITY DEFINER` with a pinned `search_path`,
   a per-call cost the baselines do not pay.
+- **portable edition**: the same two functions from `dist/idem_keys_portable.sql` (docs/portable.md), in PL/pgSQL,
+  installed into the schema `bench_portable`: what a managed service without the extension runs. idem_keys ÷
+  portable is what the Rust earns.
 - Fingerprints: idem_keys' canonical SHA-256; the baselines `sha256` of the jsonb text. Request, answer and
   key are bind parameters (pgbench variables, `-M prepared`). New keys are random 63-bit numbers; replay and
   mismatch pick uniformly among the stored finished keys, in-progress among keys claimed with a one-day lease.
@@ -162,19 +165,21 @@ def axes_of(med, section):
 def main_tables(med):
     out = []
     keys, pick = axes_of(med, "main")
+    present = [c for c in CONTENDERS if any(k[2] == c for k in keys)]
+    versus = [b for b in ("sql", "plpgsql", "portable") if b in present and "idem" in present]
     for sync in pick(4, lambda s: s != "off"):
         out.append(f"\n### synchronous_commit = {sync}\n")
         for wl in [w for w in WORKLOADS if w in pick(1)]:
             out.append(f"\n**{WORKLOADS[wl]}**\n")
-            out.append("| clients | " + " | ".join(f"{LABEL[c]} tps (p50 / p99 ms)" for c in CONTENDERS)
-                       + " | idem_keys ÷ SQL | idem_keys ÷ PL/pgSQL |")
-            out.append("|---:|" + "---:|" * (len(CONTENDERS) + 2))
+            out.append("| clients | " + " | ".join(f"{LABEL[c]} tps (p50 / p99 ms)" for c in present)
+                       + "".join(f" | idem_keys ÷ {LABEL[b]}" for b in versus) + " |")
+            out.append("|---:|" + "---:|" * (len(present) + len(versus)))
             for clients in pick(3):
-                cell = {c: find(med, "main", wl, c, clients, sync) for c in CONTENDERS}
+                cell = {c: find(med, "main", wl, c, clients, sync) for c in present}
                 if not all(cell.values()):
                     continue
-                row = [f"{cell[c]['tps']:.0f} ({cell[c]['p50']:.2f} / {cell[c]['p99']:.2f})" for c in CONTENDERS]
-                row += [f"{ratio(cell['idem']['tps'], cell[b]['tps']):.2f}×" for b in ("sql", "plpgsql")]
+                row = [f"{cell[c]['tps']:.0f} ({cell[c]['p50']:.2f} / {cell[c]['p99']:.2f})" for c in present]
+                row += [f"{ratio(cell['idem']['tps'], cell[b]['tps']):.2f}×" for b in versus]
                 out.append(f"| {clients} | " + " | ".join(row) + " |")
     return out
 
@@ -331,10 +336,10 @@ def charts(med, directory):
 
         clients = 8 if 8 in pick(3) else pick(3)[-1]
         fig, ax = plt.subplots(figsize=(8, 3.6))
-        width = 0.27
+        width = 0.8 / len(CONTENDERS)
         for i, c in enumerate(CONTENDERS):
             cells = [find(med, "main", wl, c, clients, syncs[0]) for wl in workloads]
-            xs = [j + (i - 1) * width for j in range(len(workloads))]
+            xs = [j + (i - (len(CONTENDERS) - 1) / 2) * width for j in range(len(workloads))]
             ax.bar(xs, [v["p99"] if v else 0 for v in cells], width, label=f"{LABEL[c]} p99", alpha=0.45)
             ax.bar(xs, [v["p50"] if v else 0 for v in cells], width * 0.5, label=f"{LABEL[c]} p50", color=f"C{i}")
         ax.set_xticks(range(len(workloads)), [WORKLOADS[w] for w in workloads], fontsize=7)

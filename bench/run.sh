@@ -6,7 +6,8 @@
 #                               three agree on semantics, and no run has an error; writes no docs
 # Knobs (environment), e.g. a partial run that leaves docs/ alone:
 #   BENCH_RESULTS=FILE (a copy of results.tsv), BENCH_CONTENDERS="idem" (a subset), BENCH_SHARED_BUFFERS=2GB, BENCH_HUGE_PAGES= (empty: 4 kB pages; see the
-#   server below), BENCH_GROWTH_TOGETHER=1 (see growth), BENCH_FLOOR= (skip the SELECT 1 floor), and
+#   server below), BENCH_GROWTH_TOGETHER=1 (see growth), BENCH_FLOOR= (skip the SELECT 1 floor), BENCH_BINDING=
+#   (skip bench/binding.sh), and
 #   BENCH_WORKLOADS=replay BENCH_CLIENTS=8 BENCH_SYNC=off BENCH_ROUNDS=1 BENCH_GROWTH= BENCH_SWEEP_KEYS=0 \
 #     BENCH_DOCS=/tmp/bench-docs bash bench/run.sh
 # Follow-ups for what the rounds here cannot resolve: bench/ab.sh (alternating pairs of two variants of
@@ -41,8 +42,8 @@ SHARED_BUFFERS=${BENCH_SHARED_BUFFERS:-$(full_or_smoke 8GB 128MB)}
 HUGE_PAGES=${BENCH_HUGE_PAGES-$(full_or_smoke 1 "")}
 DOCS=${BENCH_DOCS:-docs}
 NPROC=$(nproc)
-read -ra contenders <<<"${BENCH_CONTENDERS:-sql plpgsql idem}" # a subset only for follow-up runs
-declare -A TABLE=([sql]=bench_sql.keys [plpgsql]=bench_plpgsql.keys [idem]=public.idem_keys)
+read -ra contenders <<<"${BENCH_CONTENDERS:-sql plpgsql idem portable}" # a subset only for follow-up runs
+declare -A TABLE=([sql]=bench_sql.keys [plpgsql]=bench_plpgsql.keys [idem]=public.idem_keys [portable]=bench_portable.idem_keys)
 
 source bench/common.sh
 
@@ -94,6 +95,9 @@ bash scripts/cluster.sh start "$dir" "$PORT" "shared_buffers = $SHARED_BUFFERS" 
   "shared_preload_libraries = 'idem_keys'" "idem_keys.sweep_enabled = off" "idem_keys.sweep_interval = 60" \
   "log_min_messages = warning" "log_checkpoints = on"
 sql -f bench/schema.sql >/dev/null
+# The portable edition, from the file `make portable` writes, in a schema of its own (bench/schema.sql).
+python3 scripts/portable.py "$dir/idem_keys_portable.sql" >/dev/null
+sql -c "CREATE SCHEMA bench_portable" -c "SET search_path = bench_portable" -f "$dir/idem_keys_portable.sql" >/dev/null
 settings=$(sql -F ' | ' -c "SELECT '| ' || name, current_setting(name) || ' |' FROM pg_settings
   WHERE name IN ('server_version', 'shared_buffers', 'effective_cache_size', 'work_mem', 'max_connections',
                  'synchronous_commit', 'fsync', 'full_page_writes', 'wal_level', 'wal_compression', 'max_wal_size',
@@ -398,7 +402,7 @@ else
   echo "=== wrote $DOCS/benchmarks.md and $DOCS/bench/"
 fi
 # Tenant binding's A/B pairs (docs/benchmarks.md, Tenant binding), on their own server after the rounds.
-[ $mode = smoke ] || bash bench/binding.sh
+[ $mode = smoke ] || [ -z "${BENCH_BINDING-1}" ] || bash bench/binding.sh
 # BENCH_RESULTS=FILE keeps the raw rows of any run, smoke included (bench/majors.sh compares majors with them).
 [ -z "${BENCH_RESULTS:-}" ] || cp "$dir/results.tsv" "$BENCH_RESULTS"
 echo "=== bench ($mode): ok in $((SECONDS - started)) s"

@@ -110,12 +110,16 @@ BEGIN
     END IF;
 END $$;
 
+-- 3. The portable edition (dist/idem_keys_portable.sql) is installed into the schema bench_portable by
+-- bench/run.sh, from the same file `make portable` writes.
+
 -- Harness helpers (not measured).
 CREATE SCHEMA bench;
 
 -- Each contender's fingerprint of a request: the extension's canonical SHA-256, or what the baselines compute.
 CREATE FUNCTION bench.fingerprint(tbl regclass, request jsonb) RETURNS bytea LANGUAGE sql AS $$
-    SELECT CASE WHEN tbl = 'public.idem_keys'::regclass THEN idem_fingerprint(request)
+    SELECT CASE WHEN tbl IN ('public.idem_keys'::regclass, to_regclass('bench_portable.idem_keys'))
+                THEN idem_fingerprint(request)
                 ELSE sha256(convert_to(request::text, 'UTF8')) END
 $$;
 
@@ -149,6 +153,7 @@ BEGIN
     -- Fencing tokens must stay above every stored one, so a recovery always draws a larger token.
     seq := CASE tbl WHEN 'public.idem_keys'::regclass THEN 'public.idem_keys_token_seq'
                     WHEN 'bench_sql.keys'::regclass THEN 'bench_sql.keys_token_seq'
+                    WHEN 'bench_portable.idem_keys'::regclass THEN 'bench_portable.idem_keys_token_seq'
                     ELSE 'bench_plpgsql.keys_token_seq' END;
     PERFORM setval(seq, greatest(hi, coalesce(pg_sequence_last_value(seq), 1)));
 END $$;

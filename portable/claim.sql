@@ -14,18 +14,30 @@ DECLARE
     deadline timestamptz;
     lease_ends timestamptz;
     poll interval := interval '10 milliseconds';
-    waits boolean := current_setting('transaction_isolation') NOT IN ('repeatable read', 'serializable');
-    stmt text := 'claim';
+    waits boolean;
+    stmt text := 'probe';
     new_token bigint;
     k record;
 BEGIN
-    lease := idem_keys_duration('lease', lease, 'idem_keys.lease');
+    IF lease IS NULL THEN
+        lease := CASE WHEN coalesce(current_setting('idem_keys.lease', true), '') = '' THEN interval '300 seconds'
+                      ELSE idem_keys_setting('idem_keys.lease') * interval '1 second' END;
+    ELSIF extract(epoch FROM lease) <= 0 THEN
+        PERFORM idem_keys_duration('lease', lease, 'idem_keys.lease');
+    ELSE
+        lease := least(lease, interval '100000 years');
+    END IF;
     IF wait < interval '0' THEN
         PERFORM idem_keys_raise('22023', 'wait must not be a negative interval', NULL,
             'Pass ''0'' (or NULL) not to wait, or an interval such as ''2 seconds''.');
     END IF;
     now := clock_timestamp();
-    deadline := now + least(coalesce(wait, interval '0'), interval '100000 years');
+    IF wait > interval '0' THEN
+        deadline := now + least(wait, interval '100000 years');
+        waits := current_setting('transaction_isolation') NOT IN ('repeatable read', 'serializable');
+    ELSE
+        deadline := now;
+    END IF;
     LOOP
         lease_ends := now + lease;
         IF stmt = 'claim' THEN
@@ -57,7 +69,8 @@ BEGIN
                            NULL, NULL, NULL, NULL, NULL, k.created_at, k.checkpoint, k.checkpoint_state)::idem_result;
             END IF;
         END IF;
-        -- The key exists (a conflict, a lost takeover, or a poll): read it with a fresh snapshot.
+        -- First a read: a retry (replay, in_progress, mismatch) costs no insert attempt and no token, as in the
+        -- extension's direct path. Then, after a conflict, a lost takeover or a poll, a read with a fresh snapshot.
         SELECT r.attempt, r.fingerprint = idem_keys_claim.fingerprint AS same_request,
                r.finished_at IS NOT NULL AS finished, r.lease_ends_at, r.expires_at, r.status_code,
                r.response, r.response_bytes, r.headers, r.created_at, r.checkpoint, r.checkpoint_state
@@ -65,7 +78,7 @@ BEGIN
           FROM idem_keys AS r
          WHERE r.scope = idem_keys_claim.scope AND r.key = idem_keys_claim.key;
         IF NOT FOUND THEN
-            stmt := 'claim'; -- released or swept since: insert again
+            stmt := 'claim'; -- a new key, or released or swept since: insert
             CONTINUE;
         END IF;
         IF k.finished THEN
@@ -87,6 +100,12 @@ BEGIN
             stmt := 'takeover';
             CONTINUE;
         END IF;
+        -- In progress, as the first read saw it. That read cannot tell an owner that is finishing right now:
+        -- the insert's conflict check waits for it, as the extension's does, and the read after it is final.
+        IF stmt = 'probe' THEN
+            stmt := 'claim';
+            CONTINUE;
+        END IF;
         -- In progress under a live owner: answer now, or wait (under REPEATABLE READ and SERIALIZABLE the
         -- snapshot never moves, so waiting could not see the owner finish). pg_sleep holds no lock, and
         -- statement_timeout or a cancel ends it with 57014.
@@ -98,7 +117,7 @@ BEGIN
         -- Wake at the deadline, at the lease's end (to recover the key), or at the next poll; polls read first.
         PERFORM pg_sleep(greatest(0.001, extract(epoch FROM least(deadline, k.lease_ends_at, now + poll) - clock_timestamp())));
         poll := least(poll * 2, interval '100 milliseconds');
-        stmt := 'poll';
+        stmt := 'read';
         now := clock_timestamp();
     END LOOP;
 END
@@ -111,10 +130,12 @@ LANGUAGE plpgsql VOLATILE SECURITY DEFINER PARALLEL UNSAFE
 SET search_path FROM CURRENT
 AS $$
 BEGIN
-    PERFORM idem_keys_writable('idem_claim');
-    PERFORM idem_keys_check_scope_and_key('idem_claim', scope, key);
-    IF request IS NULL THEN
-        PERFORM idem_keys_null_argument('idem_claim', 'request');
+    -- One test for the common case; the checks in the extension's order, with their errors, only when it fails.
+    IF request IS NULL OR NOT idem_keys_plain_call(scope, key) THEN
+        PERFORM idem_keys_check_call('idem_claim', scope, key, true);
+        IF request IS NULL THEN
+            PERFORM idem_keys_null_argument('idem_claim', 'request');
+        END IF;
     END IF;
     RETURN idem_keys_claim(scope, key, idem_fingerprint(request), lease, wait);
 END
@@ -127,10 +148,12 @@ LANGUAGE plpgsql VOLATILE SECURITY DEFINER PARALLEL UNSAFE
 SET search_path FROM CURRENT
 AS $$
 BEGIN
-    PERFORM idem_keys_writable('idem_claim');
-    PERFORM idem_keys_check_scope_and_key('idem_claim', scope, key);
-    IF request IS NULL THEN
-        PERFORM idem_keys_null_argument('idem_claim', 'request');
+    -- One test for the common case; the checks in the extension's order, with their errors, only when it fails.
+    IF request IS NULL OR NOT idem_keys_plain_call(scope, key) THEN
+        PERFORM idem_keys_check_call('idem_claim', scope, key, true);
+        IF request IS NULL THEN
+            PERFORM idem_keys_null_argument('idem_claim', 'request');
+        END IF;
     END IF;
     RETURN idem_keys_claim(scope, key, sha256(request), lease, wait);
 END

@@ -5,8 +5,6 @@ COMMENT ON FUNCTION idem_sweep_status() IS
     'This database''s sweeps since the portable edition was installed (pg_cron or manual): when the last finished and what it removed, totals, longest batch. sweep_errors is 0: a failed pg_cron run is in cron.job_run_details. Revoked from PUBLIC.';
 COMMENT ON FUNCTION idem_fingerprint(jsonb) IS
     'SHA-256 of a jsonb request in canonical form: equal jsonb values give equal fingerprints, byte for byte those of the extension.';
-COMMENT ON FUNCTION idem_keys_canonical_number(text) IS
-    'idem_fingerprint''s rule for a number of jsonb text: trailing fractional zeros dropped (1.0 = 1, -0.0 = 0).';
 COMMENT ON FUNCTION idem_keys_parse_setting(text, text, text, bigint, bigint) IS
     'An idem_keys.* integer setting''s value in its base unit, parsed as PostgreSQL parses one; 22023 when malformed or out of bounds.';
 COMMENT ON FUNCTION idem_keys_setting(text) IS
@@ -27,8 +25,11 @@ COMMENT ON FUNCTION idem_keys_check_size(text, bigint) IS '54000 when a stored v
 COMMENT ON FUNCTION idem_keys_duration(text, interval, text) IS
     'A lease or retention: the setting''s default when NULL, 22023 when not positive.';
 COMMENT ON FUNCTION idem_keys_writable(text) IS '25006 on a hot standby.';
-COMMENT ON FUNCTION idem_keys_check_scope_and_key(text, text, text) IS
-    'The checks every keyed verb starts with: scope and key present and within 255 characters, key not empty, scope the caller''s tenant''s.';
+COMMENT ON FUNCTION idem_keys_plain_call(text, text) IS
+    'Whether a keyed call passes every check of idem_keys_check_call, as one expression for the verbs'' common case.';
+COMMENT ON FUNCTION idem_keys_check_call(text, text, text, boolean) IS
+    'The checks every keyed verb starts with, with their errors: a primary (for writes), scope and key present and within 255 characters, key not empty, scope the caller''s tenant''s.';
+COMMENT ON FUNCTION idem_keys_binding() IS 'The owner''s idem_keys.tenant_binding: off unless configured.';
 COMMENT ON FUNCTION idem_keys_check_tenant(text, text, text) IS
     'Tenant binding: 42501 unless the caller''s tenant owns the scope (the scope is the tenant, or starts with the tenant and '':'').';
 COMMENT ON FUNCTION idem_keys_claim(text, text, bytea, interval, interval) IS

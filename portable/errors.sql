@@ -102,16 +102,28 @@ BEGIN
 END
 $$;
 
--- The checks every keyed verb starts with (src/args.rs scope_and_key): scope and key present, scope at most
--- 255 characters, key 1 to 255, and, with tenant binding on, the scope the caller's tenant's (42501), last, so
--- that a malformed call is told so whoever makes it.
-CREATE OR REPLACE FUNCTION idem_keys_check_scope_and_key(function text, scope text, key text)
+-- Whether a keyed verb's scope and key pass every check below, as one expression: the verbs test it first
+-- and call idem_keys_check_call only when it fails, which then raises the right error in the right order.
+CREATE OR REPLACE FUNCTION idem_keys_plain_call(scope text, key text)
+RETURNS boolean
+LANGUAGE sql STABLE PARALLEL SAFE
+RETURN scope IS NOT NULL AND key IS NOT NULL AND key <> '' AND octet_length(scope) <= 255
+   AND octet_length(key) <= 255 AND NOT pg_is_in_recovery() AND idem_keys_binding() = 'off';
+
+-- The checks every keyed verb starts with (src/args.rs scope_and_key), in the extension's order: on a hot
+-- standby (writes only), scope and key present, scope at most 255 characters, key 1 to 255, and, with tenant
+-- binding on, the scope the caller's tenant's (42501), last, so that a malformed call is told so whoever
+-- makes it.
+CREATE OR REPLACE FUNCTION idem_keys_check_call(function text, scope text, key text, writes boolean)
 RETURNS void
 LANGUAGE plpgsql STABLE PARALLEL SAFE
 AS $$
 DECLARE
-    binding text;
+    binding text := idem_keys_binding();
 BEGIN
+    IF writes THEN
+        PERFORM idem_keys_writable(function);
+    END IF;
     IF scope IS NULL THEN
         PERFORM idem_keys_null_argument(function, 'scope');
     END IF;
@@ -128,14 +140,13 @@ BEGIN
     IF octet_length(key) > 255 AND char_length(key) > 255 THEN
         PERFORM idem_keys_bad_name('idempotency key', char_length(key));
     END IF;
-    binding := idem_keys_protected('idem_keys.tenant_binding');
     IF binding <> 'off' THEN
         PERFORM idem_keys_check_tenant(function, scope, binding);
     END IF;
 END
 $$;
 
--- Tenant binding (docs/api.md): tenant T owns the scope T and every scope that starts with 'T:'. The caller
+-- Tenant binding (docs/api.md), with the owner's settings: tenant T owns the scope T and every scope that starts with 'T:'. The caller
 -- is the login or SET ROLE identity, which a SECURITY DEFINER function does not change (the extension's
 -- GetOuterUserId): the role setting while SET ROLE is in force, else session_user. Superusers and BYPASSRLS
 -- roles are not bound.

@@ -12,6 +12,12 @@ DECLARE
     now timestamptz := clock_timestamp();
     k record;
 BEGIN
+    -- With a synchronous standby, a session's synchronous_commit = off or local must not make an answer
+    -- visible (and replayable) before the standby has it: this transaction commits as if it were on, as in
+    -- the extension (docs/operations.md). SET LOCAL outlives this function, up to the commit.
+    IF current_setting('synchronous_commit') IN ('off', 'local') AND current_setting('synchronous_standby_names') <> '' THEN
+        PERFORM set_config('synchronous_commit', 'on', true);
+    END IF;
     UPDATE idem_keys AS f
        SET finished_at = now, expires_at = now + retention, status_code = idem_keys_finish.status_code,
            response = idem_keys_finish.response, response_bytes = idem_keys_finish.response_bytes,
@@ -43,15 +49,15 @@ BEGIN
 END
 $$;
 
--- The checks of both idem_finish overloads that need no table access; the retention to store.
+-- The checks of both idem_finish overloads that need no table access, in the extension's order, with their
+-- errors; the retention to store. The overloads call it only when their one-expression test fails.
 CREATE OR REPLACE FUNCTION idem_keys_finish_checked(
     scope text, key text, token bigint, status_code integer, headers jsonb, retention interval)
 RETURNS interval
 LANGUAGE plpgsql STABLE
 AS $$
 BEGIN
-    PERFORM idem_keys_writable('idem_finish');
-    PERFORM idem_keys_check_scope_and_key('idem_finish', scope, key);
+    PERFORM idem_keys_check_call('idem_finish', scope, key, true);
     IF token IS NULL THEN
         PERFORM idem_keys_null_argument('idem_finish', 'token');
     END IF;
@@ -88,9 +94,21 @@ LANGUAGE plpgsql VOLATILE SECURITY DEFINER PARALLEL UNSAFE
 SET search_path FROM CURRENT
 AS $$
 DECLARE
-    keep interval := idem_keys_finish_checked(scope, key, token, status_code, headers, retention);
+    keep interval := CASE WHEN retention IS NOT NULL THEN least(retention, interval '100000 years') END;
 BEGIN
-    IF response IS NOT NULL THEN
+    IF token IS NULL OR status_code IS NULL OR status_code NOT BETWEEN 100 AND 599
+       OR jsonb_typeof(headers) <> 'object' OR extract(epoch FROM retention) <= 0
+       OR NOT idem_keys_plain_call(scope, key) THEN
+        keep := idem_keys_finish_checked(scope, key, token, status_code, headers, retention);
+    END IF;
+    IF headers IS NOT NULL AND idem_keys_jsonb_size(headers) > idem_keys_max_response_bytes() THEN
+        PERFORM idem_keys_check_size('headers', idem_keys_jsonb_size(headers));
+    END IF;
+    IF keep IS NULL THEN
+        keep := CASE WHEN coalesce(current_setting('idem_keys.retention', true), '') = '' THEN interval '86400 seconds'
+                     ELSE idem_keys_setting('idem_keys.retention') * interval '1 second' END;
+    END IF;
+    IF response IS NOT NULL AND idem_keys_jsonb_size(response) > idem_keys_max_response_bytes() THEN
         PERFORM idem_keys_check_size('response', idem_keys_jsonb_size(response));
     END IF;
     PERFORM idem_keys_finish(scope, key, token, status_code, response, NULL, headers, keep);
@@ -105,9 +123,21 @@ LANGUAGE plpgsql VOLATILE SECURITY DEFINER PARALLEL UNSAFE
 SET search_path FROM CURRENT
 AS $$
 DECLARE
-    keep interval := idem_keys_finish_checked(scope, key, token, status_code, headers, retention);
+    keep interval := CASE WHEN retention IS NOT NULL THEN least(retention, interval '100000 years') END;
 BEGIN
-    IF response IS NOT NULL THEN
+    IF token IS NULL OR status_code IS NULL OR status_code NOT BETWEEN 100 AND 599
+       OR jsonb_typeof(headers) <> 'object' OR extract(epoch FROM retention) <= 0
+       OR NOT idem_keys_plain_call(scope, key) THEN
+        keep := idem_keys_finish_checked(scope, key, token, status_code, headers, retention);
+    END IF;
+    IF headers IS NOT NULL AND idem_keys_jsonb_size(headers) > idem_keys_max_response_bytes() THEN
+        PERFORM idem_keys_check_size('headers', idem_keys_jsonb_size(headers));
+    END IF;
+    IF keep IS NULL THEN
+        keep := CASE WHEN coalesce(current_setting('idem_keys.retention', true), '') = '' THEN interval '86400 seconds'
+                     ELSE idem_keys_setting('idem_keys.retention') * interval '1 second' END;
+    END IF;
+    IF response IS NOT NULL AND octet_length(response) > idem_keys_max_response_bytes() THEN
         PERFORM idem_keys_check_size('response', octet_length(response));
     END IF;
     PERFORM idem_keys_finish(scope, key, token, status_code, NULL, response, headers, keep);
@@ -120,10 +150,11 @@ LANGUAGE plpgsql VOLATILE SECURITY DEFINER PARALLEL UNSAFE
 SET search_path FROM CURRENT
 AS $$
 BEGIN
-    PERFORM idem_keys_writable('idem_release');
-    PERFORM idem_keys_check_scope_and_key('idem_release', scope, key);
-    IF token IS NULL THEN
-        PERFORM idem_keys_null_argument('idem_release', 'token');
+    IF token IS NULL OR NOT idem_keys_plain_call(scope, key) THEN
+        PERFORM idem_keys_check_call('idem_release', scope, key, true);
+        IF token IS NULL THEN
+            PERFORM idem_keys_null_argument('idem_release', 'token');
+        END IF;
     END IF;
     DELETE FROM idem_keys AS d
      WHERE d.scope = idem_release.scope AND d.key = idem_release.key AND d.token = idem_release.token
@@ -149,8 +180,7 @@ AS $$
 DECLARE
     live record;
 BEGIN
-    PERFORM idem_keys_writable('idem_checkpoint');
-    PERFORM idem_keys_check_scope_and_key('idem_checkpoint', scope, key);
+    PERFORM idem_keys_check_call('idem_checkpoint', scope, key, true);
     IF token IS NULL THEN
         PERFORM idem_keys_null_argument('idem_checkpoint', 'token');
     END IF;
@@ -196,7 +226,9 @@ DECLARE
     now timestamptz := clock_timestamp();
     k record;
 BEGIN
-    PERFORM idem_keys_check_scope_and_key('idem_lookup', scope, key);
+    IF NOT idem_keys_plain_call(scope, key) THEN
+        PERFORM idem_keys_check_call('idem_lookup', scope, key, false);
+    END IF;
     SELECT l.attempt, l.finished_at IS NOT NULL AS finished, l.lease_ends_at, l.status_code, l.response,
            l.response_bytes, l.headers, l.created_at, l.checkpoint, l.checkpoint_state
       INTO k

@@ -10,8 +10,11 @@ COMMENT ON FUNCTION idem_keys_portable_version() IS 'The version of the idem_key
 CREATE OR REPLACE FUNCTION idem_keys_portable_uninstall()
 RETURNS void
 LANGUAGE plpgsql VOLATILE
+SET search_path FROM CURRENT
 AS $$
 DECLARE
+    -- This edition's schema: the one its table is in (current_schema() is pg_catalog under the pinned path).
+    schema_oid oid := (SELECT c.relnamespace FROM pg_catalog.pg_class AS c WHERE c.oid = 'idem_keys'::regclass);
     routine regprocedure;
     dropped boolean := true;
 BEGIN
@@ -21,7 +24,7 @@ BEGIN
         dropped := false;
         FOR routine IN
             SELECT p.oid::regprocedure FROM pg_catalog.pg_proc AS p
-             WHERE p.pronamespace = pg_catalog.current_schema()::regnamespace AND p.proname = ANY (@FUNCTION_NAMES@)
+             WHERE p.pronamespace = schema_oid AND p.proname = ANY (@FUNCTION_NAMES@)
                AND p.proname <> 'idem_keys_portable_uninstall'
         LOOP
             BEGIN
@@ -55,22 +58,22 @@ BEGIN
         EXECUTE pg_catalog.format('GRANT EXECUTE ON ROUTINE %s TO %I', grant_back.signature,
                                   pg_catalog.pg_get_userbyid(grant_back.grantee));
     END LOOP;
-    -- The SECURITY DEFINER functions find pg_catalog first, then this schema, then pg_temp last: a caller's
-    -- own objects reach nothing inside them, as in the extension.
+    -- The SECURITY DEFINER functions (and the owner's, which name this schema) find pg_catalog first, then
+    -- this schema, then pg_temp last: a caller's own objects reach nothing inside them, as in the extension.
     FOR routine IN
         SELECT p.oid::regprocedure FROM pg_catalog.pg_proc AS p
-         WHERE p.pronamespace = schema_name::regnamespace AND p.proname = ANY (@FUNCTION_NAMES@) AND p.prosecdef
+         WHERE p.pronamespace = schema_name::regnamespace AND p.proname = ANY (@FUNCTION_NAMES@)
+           AND (p.prosecdef OR p.proconfig IS NOT NULL)
     LOOP
         EXECUTE pg_catalog.format('ALTER ROUTINE %s SET search_path = pg_catalog, %I, pg_temp', routine, schema_name);
     END LOOP;
-    -- The helpers are the SECURITY DEFINER verbs' own; only these three are for everyone (the fingerprint
-    -- and the paced sweep call them with the caller's rights, and the version is no secret).
+    -- The helpers are the SECURITY DEFINER verbs' own; only these three are for everyone (the paced sweep
+    -- calls the setting readers with the caller's rights, and the version is no secret).
     FOR routine IN
         SELECT p.oid::regprocedure FROM pg_catalog.pg_proc AS p
          WHERE p.pronamespace = schema_name::regnamespace AND p.proname = ANY (@FUNCTION_NAMES@)
            AND p.proname LIKE 'idem\_keys\_%'
-           AND p.proname NOT IN ('idem_keys_canonical_number', 'idem_keys_setting', 'idem_keys_parse_setting',
-                                 'idem_keys_portable_version')
+           AND p.proname NOT IN ('idem_keys_setting', 'idem_keys_parse_setting', 'idem_keys_portable_version')
     LOOP
         EXECUTE pg_catalog.format('REVOKE ALL ON ROUTINE %s FROM PUBLIC', routine);
     END LOOP;

@@ -6,7 +6,8 @@
 -- and a bad value gets the error the extension gives when it is SET (22023), here when it is used.
 -- The settings that protect the table from its callers (the answer size cap, tenant binding) cannot live in a
 -- placeholder: they live in idem_keys_settings, which only the owner reads and writes, through
--- idem_keys_configure(). A caller's SET of one of them changes nothing, except that a smaller
+-- idem_keys_configure(). (Not SET clauses of the verbs: PostgreSQL lets only a superuser attach a setting it
+-- does not know to a function.) A caller's SET of one of them changes nothing, except that a smaller
 -- idem_keys.max_response_bytes tightens the cap for that caller's own session.
 
 CREATE TABLE IF NOT EXISTS idem_keys_settings (
@@ -103,20 +104,30 @@ RETURN coalesce(
         WHEN 'idem_keys.tenant_claim' THEN 'sub'
     END);
 
+-- The owner's tenant binding: 'off' unless configured. A query, but one each verb's first test makes anyway.
+CREATE OR REPLACE FUNCTION idem_keys_binding()
+RETURNS text
+LANGUAGE sql STABLE PARALLEL SAFE
+RETURN coalesce((SELECT s.value FROM idem_keys_settings AS s WHERE s.name = 'idem_keys.tenant_binding'), 'off');
+
 -- The answer size cap in force for this caller: the owner's, or a smaller one the caller SET for itself.
 CREATE OR REPLACE FUNCTION idem_keys_max_response_bytes()
 RETURNS bigint
 LANGUAGE sql STABLE PARALLEL SAFE
-RETURN least(
-    idem_keys_protected('idem_keys.max_response_bytes')::bigint,
-    idem_keys_parse_setting('idem_keys.max_response_bytes',
-                            current_setting('idem_keys.max_response_bytes', true), 'B', 1, 2147483647));
+RETURN CASE
+    WHEN coalesce(current_setting('idem_keys.max_response_bytes', true), '') = ''
+    THEN idem_keys_protected('idem_keys.max_response_bytes')::bigint
+    ELSE least(idem_keys_protected('idem_keys.max_response_bytes')::bigint,
+               idem_keys_parse_setting('idem_keys.max_response_bytes',
+                                       current_setting('idem_keys.max_response_bytes', true), 'B', 1, 2147483647))
+END;
 
 -- The owner's way to change a protected setting (NULL: back to the default), checked as the extension
 -- checks it. Revoked from PUBLIC.
 CREATE OR REPLACE FUNCTION idem_keys_configure(setting text, value text)
 RETURNS text
 LANGUAGE plpgsql VOLATILE
+SET search_path FROM CURRENT
 AS $$
 DECLARE
     normal text := value;

@@ -3,6 +3,7 @@
 #   dist/postgresql-<major>-idem-keys_<version>-1_<arch>.deb    Debian package (dpkg -i)
 #   dist/idem_keys-<version>-pg<major>-linux-<arch>.tar.gz      the same files under usr/, plus INSTALL.md
 #   dist/idem_keys-<version>.zip                               PGXN source distribution, with META.json
+#   dist/idem_keys_portable.sql                                the portable edition (make portable)
 # One .deb and tarball per major in PG_MAJORS (default: every supported one): 15 is built here, 17 and 18
 # in their Debian roots (scripts/pg_root.sh), so each links against the libc its Debian release ships. 16 is
 # built here against the 16.2 headers of PyPI's pgserver wheel (scripts/pg16.sh), for bookworm's libc and the
@@ -112,6 +113,9 @@ tar -C "$stage" -czf "$out/$(basename "$tarroot").tar.gz" "$(basename "$tarroot"
 # PGXN source distribution: the committed tree plus META.json.
 git archive --format=zip --prefix="idem_keys-$version/" -o "$out/idem_keys-$version.zip" HEAD
 (cd "$stage" && mkdir -p "idem_keys-$version" && cp META.json "idem_keys-$version/" && zip -q "../../$out/idem_keys-$version.zip" "idem_keys-$version/META.json")
+
+# The portable edition (docs/portable.md): one SQL file for every major, for servers without the extension.
+python3 scripts/portable.py "$out/idem_keys_portable.sql" >/dev/null
 
 echo "package: idem_keys $version for PostgreSQL $major ($arch)"
 ls -l "$out" | sed 1d

@@ -95,11 +95,14 @@ stage_package() {
   bash tests/package/run.sh
 }
 
-# The Go, Python and Node example services under the same attack (double tap, dead inverter, retry storm).
+# The Go, Python and Node example services under the same attack (double tap, dead inverter, retry storm), and
+# the Python one against the portable edition.
 stage_e2e() {
   install_release
   bash tests/e2e/setup.sh
   bash tests/e2e/run.sh
+  echo "--- the Python service again, against the portable edition"
+  E2E_PORTABLE=1 bash tests/e2e/run.sh python
 }
 
 # No phantom replay after a primary's crash with a synchronous standby (it reads the server's WalSndCtl, so

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The e2e suite: the Go, Python and Node payment services in examples/ attacked the same way (tests/e2e/attack.py)
 # against a fresh throwaway PostgreSQL with idem_keys. Loopback only. Needs tests/e2e/setup.sh first and the
-# extension installed. Usage: run.sh [go] [python] [node]   (default: all three)
+# extension installed. Usage: run.sh [go] [python] [node]   (default: all three); E2E_PORTABLE=1 (below) runs
+# them against the portable edition instead.
 # Ports: E2E_PG_PORT (default 25432) and E2E_HTTP_PORT (default 25480: the provider; the services take the next
 # three). Both below Linux's ephemeral range (32768-60999): the thousands of client connections the attack opens
 # could otherwise hold a port a restarted service needs to bind.
@@ -31,9 +32,21 @@ bash scripts/cluster.sh start "$work/pg" "$pg_port"
 psql -h "$work/pg" -p "$pg_port" -U postgres -XqAt -v ON_ERROR_STOP=1 -d postgres -c "CREATE DATABASE shop"
 # The services connect as postgres: a superuser, because their reconciler calls idem_stale, which is revoked from
 # PUBLIC. A real deployment grants EXECUTE on idem_stale to the reconciler's role instead.
-psql -h "$work/pg" -p "$pg_port" -U postgres -XqAt -v ON_ERROR_STOP=1 -d shop -c "CREATE EXTENSION idem_keys"
-echo "e2e: PostgreSQL on 127.0.0.1:$pg_port with idem_keys $(psql -h "$work/pg" -p "$pg_port" -U postgres -XqAt -d shop \
-  -c "SELECT extversion FROM pg_extension WHERE extname = 'idem_keys'")"
+# E2E_PORTABLE=1: the portable edition instead of the extension, installed by the database's owner, who is
+# not a superuser (docs/portable.md).
+if [ "${E2E_PORTABLE:-}" = 1 ]; then
+  python3 scripts/portable.py "$work/idem_keys_portable.sql" >/dev/null
+  chmod 644 "$work/idem_keys_portable.sql"
+  psql -h "$work/pg" -p "$pg_port" -U postgres -XqAt -v ON_ERROR_STOP=1 -d postgres \
+    -c "CREATE ROLE shop_owner LOGIN" -c "ALTER DATABASE shop OWNER TO shop_owner"
+  psql -h "$work/pg" -p "$pg_port" -U shop_owner -XqAt -v ON_ERROR_STOP=1 -d shop -f "$work/idem_keys_portable.sql"
+  echo "e2e: PostgreSQL on 127.0.0.1:$pg_port with idem_keys' portable edition $(psql -h "$work/pg" -p "$pg_port" \
+    -U postgres -XqAt -d shop -c "SELECT idem_keys_portable_version()"), installed by shop_owner (not a superuser)"
+else
+  psql -h "$work/pg" -p "$pg_port" -U postgres -XqAt -v ON_ERROR_STOP=1 -d shop -c "CREATE EXTENSION idem_keys"
+  echo "e2e: PostgreSQL on 127.0.0.1:$pg_port with idem_keys $(psql -h "$work/pg" -p "$pg_port" -U postgres -XqAt -d shop \
+    -c "SELECT extversion FROM pg_extension WHERE extname = 'idem_keys'")"
+fi
 
 # E2E_PGBOUNCER=1: the services connect through PgBouncer in transaction pooling mode (scripts/pgbouncer.sh),
 # 4 server connections for their 3 × 16 pooled clients, with each driver set up for it; the harness's own

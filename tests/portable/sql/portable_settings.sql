@@ -34,6 +34,22 @@ CALL idem_sweep_paced();
 \echo :LAST_ERROR_SQLSTATE
 RESET idem_keys.sweep_delay;
 SELECT count(*) AS bad_keys_written FROM idem_keys WHERE scope = 'set' AND key = 'bad';
+-- With a synchronous standby, an idem_finish commits as if synchronous_commit were on, whatever the session
+-- set, so no answer is replayable before the standby has it (the extension does the same).
+-- (A reload reaches a backend between two statements: the sleep leaves it time to arrive.)
+ALTER SYSTEM SET synchronous_standby_names = 'regress_no_standby';
+SELECT pg_reload_conf(), pg_sleep(0.5);
+SHOW synchronous_standby_names;
+BEGIN;
+SET LOCAL synchronous_commit = off;
+SELECT (idem_claim('set', 'durable', '{}'::jsonb)).token AS durable_token \gset
+SHOW synchronous_commit;
+SELECT idem_finish('set', 'durable', :durable_token, 200, '{}'::jsonb);
+SHOW synchronous_commit;
+ROLLBACK;
+ALTER SYSTEM RESET synchronous_standby_names;
+SELECT pg_reload_conf(), pg_sleep(0.5);
+SHOW synchronous_standby_names;
 -- The protected settings: checked as the extension checks them, changed only by the owner.
 SELECT idem_keys_configure('idem_keys.max_response_bytes', '2MB');
 SELECT idem_keys_configure('idem_keys.max_response_bytes', '0');
