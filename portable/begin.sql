@@ -15,6 +15,16 @@ BEGIN
             DETAIL = 'No schema of search_path exists.',
             HINT = 'SET search_path to the schema to install into (e.g. public), then run this file again.';
     END IF;
+    -- A schema every role may create objects in would let one plant a function or operator that the
+    -- edition's functions, owned by the installer, would then run (what REVOKE CREATE ON SCHEMA public FROM
+    -- PUBLIC, the default since PostgreSQL 15, prevents).
+    IF pg_catalog.has_schema_privilege('public', pg_catalog.current_schema(), 'CREATE') THEN
+        RAISE EXCEPTION 'idem_keys: every role may create objects in schema %', pg_catalog.current_schema()
+            USING ERRCODE = '42501',
+            DETAIL = 'A function or operator another role created there could run with the rights of the role installing idem_keys.',
+            HINT = pg_catalog.format('REVOKE CREATE ON SCHEMA %I FROM PUBLIC (the default since PostgreSQL 15), or install into a schema of its own.',
+                                     pg_catalog.current_schema());
+    END IF;
     -- The extension's objects in the same schema: the two editions would fight over one table.
     IF EXISTS (SELECT FROM pg_catalog.pg_depend AS d
                  JOIN pg_catalog.pg_class AS c ON c.oid = d.objid AND d.classid = 'pg_catalog.pg_class'::regclass

@@ -22,10 +22,8 @@ BEGIN
     IF lease IS NULL THEN
         lease := CASE WHEN coalesce(current_setting('idem_keys.lease', true), '') = '' THEN interval '300 seconds'
                       ELSE idem_keys_setting('idem_keys.lease') * interval '1 second' END;
-    ELSIF extract(epoch FROM lease) <= 0 THEN
-        PERFORM idem_keys_duration('lease', lease, 'idem_keys.lease');
     ELSE
-        lease := least(lease, interval '100000 years');
+        lease := idem_keys_duration('lease', lease);
     END IF;
     IF wait < interval '0' THEN
         PERFORM idem_keys_raise('22023', 'wait must not be a negative interval', NULL,
@@ -111,7 +109,7 @@ BEGIN
         -- statement_timeout or a cancel ends it with 57014.
         IF now >= deadline OR NOT waits THEN
             RETURN ROW('in_progress', NULL, k.attempt, NULL, NULL, NULL, NULL,
-                       greatest(1, ceil(extract(epoch FROM k.lease_ends_at - now)))::integer,
+                       least(greatest(1, ceil(extract(epoch FROM k.lease_ends_at - now))), 2147483647)::integer,
                        k.created_at, k.checkpoint, k.checkpoint_state)::idem_result;
         END IF;
         -- Wake at the deadline, at the lease's end (to recover the key), or at the next poll; polls read first.

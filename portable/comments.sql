@@ -22,8 +22,10 @@ COMMENT ON FUNCTION idem_keys_bad_name(text, integer) IS '22023: a key or checkp
 COMMENT ON FUNCTION idem_keys_unknown_key(text) IS 'P0002: no such (live) idempotency key.';
 COMMENT ON FUNCTION idem_keys_token_not_owner(bigint) IS '55000: the token does not own the key (any more).';
 COMMENT ON FUNCTION idem_keys_check_size(text, bigint) IS '54000 when a stored value is over the size cap.';
-COMMENT ON FUNCTION idem_keys_duration(text, interval, text) IS
-    'A lease or retention: the setting''s default when NULL, 22023 when not positive.';
+COMMENT ON FUNCTION idem_keys_seconds(interval) IS
+    'An interval''s length in seconds as the extension counts it: a month is 30 days, a day 24 hours.';
+COMMENT ON FUNCTION idem_keys_duration(text, interval) IS
+    'A lease or retention as a fixed length (22023 when not positive), capped as the extension caps it.';
 COMMENT ON FUNCTION idem_keys_writable(text) IS '25006 on a hot standby.';
 COMMENT ON FUNCTION idem_keys_plain_call(text, text) IS
     'Whether a keyed call passes every check of idem_keys_check_call, as one expression for the verbs'' common case.';
@@ -37,7 +39,7 @@ COMMENT ON FUNCTION idem_keys_claim(text, text, bytea, interval, interval) IS
 COMMENT ON FUNCTION idem_keys_finish(text, text, bigint, integer, jsonb, bytea, jsonb, interval) IS
     'idem_finish''s fenced write, and why it was refused.';
 COMMENT ON FUNCTION idem_keys_finish_checked(text, text, bigint, integer, jsonb, interval) IS
-    'idem_finish''s checks that need no table; returns the retention.';
+    'idem_finish''s checks that need no table, with their errors in the extension''s order.';
 COMMENT ON FUNCTION idem_keys_jsonb_size(jsonb) IS 'A jsonb value''s binary size, as the size cap counts it.';
 COMMENT ON FUNCTION idem_keys_sweep_kind(boolean, timestamptz, timestamptz, integer) IS
     'Delete one batch of expired answers (true) or abandoned claims (false); the count and the latest timestamp deleted.';

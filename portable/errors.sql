@@ -70,21 +70,26 @@ BEGIN
 END
 $$;
 
--- 22023: a lease or retention that is not positive (NULL: the setting's default, in seconds); the value in
--- seconds otherwise, capped as the extension caps it.
-CREATE OR REPLACE FUNCTION idem_keys_duration(argument text, value interval, setting text)
+-- An interval's length as the extension counts it (pgrx's Interval::as_micros): a month is 30 days and a day
+-- 24 hours. extract(epoch) counts a year of months as 365.25 days, so the difference goes back out.
+CREATE OR REPLACE FUNCTION idem_keys_seconds(value interval)
+RETURNS numeric
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN extract(epoch FROM value) - extract(year FROM value) * 453600;
+
+-- A lease or retention as a fixed length, capped as the extension caps it: 22023 when not positive; NULL
+-- stays NULL (the caller then takes the setting's default). Adding it to a time moves by exactly that many
+-- seconds, whatever the calendar and daylight saving time do.
+CREATE OR REPLACE FUNCTION idem_keys_duration(argument text, value interval)
 RETURNS interval
-LANGUAGE plpgsql STABLE PARALLEL SAFE
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 AS $$
 BEGIN
-    IF value IS NULL THEN
-        RETURN idem_keys_setting(setting) * interval '1 second';
-    END IF;
-    IF extract(epoch FROM value) <= 0 THEN
+    IF idem_keys_seconds(value) <= 0 THEN
         PERFORM idem_keys_raise('22023', argument || ' must be a positive interval', NULL,
             'Pass NULL to use the idem_keys.* default, or an interval such as ''30 seconds''.');
     END IF;
-    RETURN least(value, interval '100000 years');
+    RETURN make_interval(secs => least(idem_keys_seconds(value), 2305843009213.693951));
 END
 $$;
 
@@ -104,9 +109,11 @@ $$;
 
 -- Whether a keyed verb's scope and key pass every check below, as one expression: the verbs test it first
 -- and call idem_keys_check_call only when it fails, which then raises the right error in the right order.
+-- VOLATILE because pg_is_in_recovery() is: PostgreSQL inlines a SQL function only when its body is no more
+-- volatile than it says, and runs one it does not inline by planning its body on every call.
 CREATE OR REPLACE FUNCTION idem_keys_plain_call(scope text, key text)
 RETURNS boolean
-LANGUAGE sql STABLE PARALLEL SAFE
+LANGUAGE sql VOLATILE PARALLEL SAFE
 RETURN scope IS NOT NULL AND key IS NOT NULL AND key <> '' AND octet_length(scope) <= 255
    AND octet_length(key) <= 255 AND NOT pg_is_in_recovery() AND idem_keys_binding() = 'off';
 
@@ -162,6 +169,8 @@ DECLARE
     claims jsonb;
     claims_text text;
     path text;
+    value jsonb;
+    member text;
 BEGIN
     IF (SELECT r.rolbypassrls OR r.rolsuper FROM pg_roles AS r WHERE r.rolname = caller) THEN
         RETURN;
@@ -179,15 +188,32 @@ BEGIN
         IF claims_text IS NULL OR claims_text = '' THEN
             missing := 'The setting request.jwt.claims is not set.';
         ELSE
-            BEGIN
-                claims := claims_text::jsonb;
-            EXCEPTION WHEN invalid_text_representation THEN
-                claims := NULL;
-            END;
+            -- Parsed without a subtransaction where PostgreSQL can (16 and later): idem_lookup may run in a
+            -- parallel worker, which cannot start one.
+            IF current_setting('server_version_num')::integer >= 160000 THEN
+                IF pg_input_is_valid(claims_text, 'jsonb') THEN
+                    claims := claims_text::jsonb;
+                END IF;
+            ELSE
+                BEGIN
+                    claims := claims_text::jsonb;
+                EXCEPTION WHEN invalid_text_representation OR untranslatable_character THEN
+                    claims := NULL;
+                END;
+            END IF;
+            -- The claim at the dotted path, through objects only (as the extension reads it: no array index).
+            value := claims;
+            FOREACH member IN ARRAY string_to_array(path, '.') LOOP
+                IF jsonb_typeof(value) IS DISTINCT FROM 'object' THEN
+                    value := NULL;
+                    EXIT;
+                END IF;
+                value := value -> member;
+            END LOOP;
             IF claims IS NULL OR jsonb_typeof(claims) <> 'object' THEN
                 missing := 'request.jwt.claims is not a JSON object.';
-            ELSIF jsonb_typeof(claims #> string_to_array(path, '.')) IN ('string', 'number') THEN
-                tenant := claims #>> string_to_array(path, '.');
+            ELSIF jsonb_typeof(value) IN ('string', 'number') THEN
+                tenant := value #>> '{}';
             ELSE
                 missing := 'request.jwt.claims has no string or number claim ' || path || '.';
             END IF;

@@ -50,10 +50,10 @@ END
 $$;
 
 -- The checks of both idem_finish overloads that need no table access, in the extension's order, with their
--- errors; the retention to store. The overloads call it only when their one-expression test fails.
+-- errors. The overloads call it only when their one-expression test fails.
 CREATE OR REPLACE FUNCTION idem_keys_finish_checked(
     scope text, key text, token bigint, status_code integer, headers jsonb, retention interval)
-RETURNS interval
+RETURNS void
 LANGUAGE plpgsql STABLE
 AS $$
 BEGIN
@@ -76,15 +76,22 @@ BEGIN
     IF headers IS NOT NULL THEN
         PERFORM idem_keys_check_size('headers', idem_keys_jsonb_size(headers));
     END IF;
-    RETURN idem_keys_duration('retention', retention, 'idem_keys.retention');
+    IF retention IS NOT NULL THEN
+        PERFORM idem_keys_duration('retention', retention);
+    END IF;
 END
 $$;
 
--- A jsonb value's binary size without its length word: what the extension's size cap counts.
+-- A jsonb value's binary size without its length word: what the extension's size cap counts, which measures
+-- the value decompressed. pg_column_size counts a value as it is held: compressed (an argument taken from a
+-- table), or with a 1-byte length word (under 127 bytes); those are measured on a fresh copy. Not STRICT,
+-- and STABLE as pg_column_size, so that it is inlined (callers pass no NULL).
 CREATE OR REPLACE FUNCTION idem_keys_jsonb_size(value jsonb)
 RETURNS bigint
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
-RETURN pg_column_size(value) - 4;
+LANGUAGE sql STABLE PARALLEL SAFE
+RETURN CASE WHEN pg_column_compression(value) IS NULL AND pg_column_size(value) > 130
+            THEN pg_column_size(value) - 4
+            ELSE pg_column_size(jsonb_path_query_first(value, '$')) - 4 END;
 
 CREATE OR REPLACE FUNCTION idem_finish(
     scope text, key text, token bigint, status_code integer, response jsonb, headers jsonb DEFAULT NULL,
@@ -94,12 +101,15 @@ LANGUAGE plpgsql VOLATILE SECURITY DEFINER PARALLEL UNSAFE
 SET search_path FROM CURRENT
 AS $$
 DECLARE
-    keep interval := CASE WHEN retention IS NOT NULL THEN least(retention, interval '100000 years') END;
+    keep interval;
 BEGIN
     IF token IS NULL OR status_code IS NULL OR status_code NOT BETWEEN 100 AND 599
-       OR jsonb_typeof(headers) <> 'object' OR extract(epoch FROM retention) <= 0
+       OR jsonb_typeof(headers) <> 'object' OR idem_keys_seconds(retention) <= 0
        OR NOT idem_keys_plain_call(scope, key) THEN
-        keep := idem_keys_finish_checked(scope, key, token, status_code, headers, retention);
+        PERFORM idem_keys_finish_checked(scope, key, token, status_code, headers, retention);
+    END IF;
+    IF retention IS NOT NULL THEN
+        keep := idem_keys_duration('retention', retention);
     END IF;
     IF headers IS NOT NULL AND idem_keys_jsonb_size(headers) > idem_keys_max_response_bytes() THEN
         PERFORM idem_keys_check_size('headers', idem_keys_jsonb_size(headers));
@@ -123,12 +133,15 @@ LANGUAGE plpgsql VOLATILE SECURITY DEFINER PARALLEL UNSAFE
 SET search_path FROM CURRENT
 AS $$
 DECLARE
-    keep interval := CASE WHEN retention IS NOT NULL THEN least(retention, interval '100000 years') END;
+    keep interval;
 BEGIN
     IF token IS NULL OR status_code IS NULL OR status_code NOT BETWEEN 100 AND 599
-       OR jsonb_typeof(headers) <> 'object' OR extract(epoch FROM retention) <= 0
+       OR jsonb_typeof(headers) <> 'object' OR idem_keys_seconds(retention) <= 0
        OR NOT idem_keys_plain_call(scope, key) THEN
-        keep := idem_keys_finish_checked(scope, key, token, status_code, headers, retention);
+        PERFORM idem_keys_finish_checked(scope, key, token, status_code, headers, retention);
+    END IF;
+    IF retention IS NOT NULL THEN
+        keep := idem_keys_duration('retention', retention);
     END IF;
     IF headers IS NOT NULL AND idem_keys_jsonb_size(headers) > idem_keys_max_response_bytes() THEN
         PERFORM idem_keys_check_size('headers', idem_keys_jsonb_size(headers));
@@ -243,7 +256,7 @@ BEGIN
                    k.created_at, NULL, NULL)::idem_result;
     END IF;
     RETURN ROW('in_progress', NULL, k.attempt, NULL, NULL, NULL, NULL,
-               greatest(0, ceil(extract(epoch FROM k.lease_ends_at - now)))::integer,
+               least(greatest(0, ceil(extract(epoch FROM k.lease_ends_at - now))), 2147483647)::integer,
                k.created_at, k.checkpoint, k.checkpoint_state)::idem_result;
 END
 $$;

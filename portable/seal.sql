@@ -58,6 +58,12 @@ BEGIN
         EXECUTE pg_catalog.format('GRANT EXECUTE ON ROUTINE %s TO %I', grant_back.signature,
                                   pg_catalog.pg_get_userbyid(grant_back.grantee));
     END LOOP;
+    FOR grant_back IN
+        SELECT g.signature FROM idem_keys_saved_grants AS g
+         WHERE g.grantee = 0 AND pg_catalog.to_regprocedure(g.signature) IS NOT NULL
+    LOOP
+        EXECUTE pg_catalog.format('REVOKE EXECUTE ON ROUTINE %s FROM PUBLIC', grant_back.signature);
+    END LOOP;
     -- The SECURITY DEFINER functions (and the owner's, which name this schema) find pg_catalog first, then
     -- this schema, then pg_temp last: a caller's own objects reach nothing inside them, as in the extension.
     FOR routine IN

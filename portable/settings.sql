@@ -91,24 +91,33 @@ RETURN coalesce(
         WHEN 'idem_keys.sweep_delay' THEN 2
     END);
 
--- A protected setting's value as the owner configured it, or its default.
+-- A protected setting's value as the owner configured it, or its default. PL/pgSQL, so that its query is
+-- planned once per session (a SQL function with a sub-select is never inlined, and is planned per call).
 CREATE OR REPLACE FUNCTION idem_keys_protected(name text)
 RETURNS text
-LANGUAGE sql STABLE PARALLEL SAFE
-RETURN coalesce(
-    (SELECT s.value FROM idem_keys_settings AS s WHERE s.name = idem_keys_protected.name),
-    CASE name
-        WHEN 'idem_keys.max_response_bytes' THEN '1048576'
-        WHEN 'idem_keys.tenant_binding' THEN 'off'
-        WHEN 'idem_keys.tenant_setting' THEN 'app.tenant'
-        WHEN 'idem_keys.tenant_claim' THEN 'sub'
-    END);
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+AS $$
+BEGIN
+    RETURN coalesce(
+        (SELECT s.value FROM idem_keys_settings AS s WHERE s.name = idem_keys_protected.name),
+        CASE name
+            WHEN 'idem_keys.max_response_bytes' THEN '1048576'
+            WHEN 'idem_keys.tenant_binding' THEN 'off'
+            WHEN 'idem_keys.tenant_setting' THEN 'app.tenant'
+            WHEN 'idem_keys.tenant_claim' THEN 'sub'
+        END);
+END
+$$;
 
--- The owner's tenant binding: 'off' unless configured. A query, but one each verb's first test makes anyway.
+-- The owner's tenant binding: 'off' unless configured. Every keyed call reads it (as PL/pgSQL: planned once).
 CREATE OR REPLACE FUNCTION idem_keys_binding()
 RETURNS text
-LANGUAGE sql STABLE PARALLEL SAFE
-RETURN coalesce((SELECT s.value FROM idem_keys_settings AS s WHERE s.name = 'idem_keys.tenant_binding'), 'off');
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+AS $$
+BEGIN
+    RETURN coalesce((SELECT s.value FROM idem_keys_settings AS s WHERE s.name = 'idem_keys.tenant_binding'), 'off');
+END
+$$;
 
 -- The answer size cap in force for this caller: the owner's, or a smaller one the caller SET for itself.
 CREATE OR REPLACE FUNCTION idem_keys_max_response_bytes()

@@ -11,7 +11,8 @@ DECLARE
 BEGIN
     -- Functions: the same version's file replaces them in place (CREATE OR REPLACE keeps their grants). From
     -- another version, whose signatures and result types may differ, they are dropped and made anew; the
-    -- EXECUTE grants an administrator gave are kept here and given back at the end (seal.sql).
+    -- EXECUTE grants an administrator gave, and revokes from PUBLIC, are kept here and given back at the end
+    -- (seal.sql).
     CREATE TEMP TABLE idem_keys_saved_grants (signature text, grantee oid) ON COMMIT DROP;
     IF pg_catalog.to_regprocedure('idem_keys_portable_version()') IS NULL THEN
         same_version := false;
@@ -24,6 +25,12 @@ BEGIN
           FROM pg_catalog.pg_proc AS p, pg_catalog.aclexplode(p.proacl) AS a
          WHERE p.pronamespace = pg_catalog.current_schema()::regnamespace AND p.proname = ANY (@FUNCTION_NAMES@)
            AND a.grantee NOT IN (0, p.proowner);
+        -- And what was revoked from PUBLIC (grantee 0 here), so that a verb an administrator closed stays closed.
+        INSERT INTO idem_keys_saved_grants
+        SELECT p.oid::regprocedure::text, 0
+          FROM pg_catalog.pg_proc AS p
+         WHERE p.pronamespace = pg_catalog.current_schema()::regnamespace AND p.proname = ANY (@FUNCTION_NAMES@)
+           AND NOT pg_catalog.has_function_privilege('public', p.oid, 'EXECUTE');
         -- In passes: the SQL-bodied ones depend on each other. What something else depends on stays, and its
         -- CREATE OR REPLACE below then says what.
         dropped := true;

@@ -8,15 +8,17 @@ DECLARE
     r idem_result;
 BEGIN
     r := idem_claim('moved', 'done', '{"amount": 1.5, "currency": "EUR"}'::jsonb);
-    IF r.outcome <> 'replay' OR r.status_code <> 201 OR r.response <> '{"charge": "ch_1"}' OR r.headers <> '{"Location": "/ch_1"}' THEN
+    IF r.outcome IS DISTINCT FROM 'replay' OR r.status_code IS DISTINCT FROM 201
+       OR r.response IS DISTINCT FROM '{"charge": "ch_1"}' OR r.headers IS DISTINCT FROM '{"Location": "/ch_1"}' THEN
         RAISE EXCEPTION 'the finished JSON key did not replay: %', r;
     END IF;
     r := idem_claim('moved', 'raw', '\x00ff'::bytea);
-    IF r.outcome <> 'replay' OR r.response_bytes <> '\x0102'::bytea THEN
+    IF r.outcome IS DISTINCT FROM 'replay' OR r.response_bytes IS DISTINCT FROM '\x0102'::bytea THEN
         RAISE EXCEPTION 'the finished raw key did not replay: %', r;
     END IF;
     r := idem_claim('moved', 'open', '{"amount": 2.0}'::jsonb);
-    IF r.outcome <> 'recovered' OR r.token <= old OR r.checkpoint <> 'charged' OR r.checkpoint_state <> '{"charge": "ch_9"}' THEN
+    IF r.outcome IS DISTINCT FROM 'recovered' OR NOT r.token > old OR r.checkpoint IS DISTINCT FROM 'charged'
+       OR r.checkpoint_state IS DISTINCT FROM '{"charge": "ch_9"}' THEN
         RAISE EXCEPTION 'the open claim was not recovered with a larger token and its checkpoint: % (old token %)', r, old;
     END IF;
     BEGIN
@@ -27,7 +29,7 @@ BEGIN
     END;
     PERFORM idem_finish('moved', 'open', r.token, 201, '{"charge": "ch_9"}'::jsonb);
     r := idem_claim('moved', 'new', '{}'::jsonb);
-    IF r.token <= largest THEN
+    IF NOT r.token > largest THEN
         RAISE EXCEPTION 'a new key got token %, not larger than the moved %', r.token, largest;
     END IF;
 END

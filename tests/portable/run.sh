@@ -48,6 +48,14 @@ install_into app_owner app
   fail "the key claimed before the second run is not in progress after it"
 as app_owner app -c "DELETE FROM idem_keys WHERE scope = 'install'"
 echo "installed $version as app_owner (superuser: $(as postgres app -c "SELECT rolsuper FROM pg_roles WHERE rolname = 'app_owner'")), twice, keys kept"
+# Refused (42501), with nothing made, where every role may create objects in the schema.
+as postgres postgres -c "CREATE DATABASE open_schema OWNER app_owner"
+as postgres open_schema -c "GRANT CREATE ON SCHEMA public TO PUBLIC"
+if as app_owner open_schema -f "$file" >"$work/open.out" 2>&1; then fail "installed into a schema every role may create in"; fi
+grep -q 'every role may create objects in schema public' "$work/open.out" || { cat "$work/open.out"; fail "no clear refusal"; }
+[ "$(as app_owner open_schema -c "SELECT count(*) FROM pg_class WHERE relname LIKE 'idem%'")" = 0 ] ||
+  fail "the refused install left objects behind"
+echo "refused, with nothing made, where every role may create objects in the schema"
 
 # pg_regress and pg_isolation_regress against the existing database, as the superuser the extension's own runs
 # use (some tests SET ROLE to roles they create); $1 tool, $2 suite directory (sql/ or specs/, expected/), rest tests.
@@ -129,6 +137,20 @@ for db in old fresh; do
 done
 diff -u "$work/fresh.schema" "$work/old.schema" || fail "the upgraded schema differs from a fresh install (above)"
 echo "upgraded $before (keys, largest token, sequence) kept, janitor's grant kept, schema equal to a fresh install"
+
+echo "--- upgrade: from this version to a next one, as every later release will"
+sed "s/'$version'/'$version.1'/g" "$file" >"$work/next.sql"
+as app_owner fresh -c "REVOKE EXECUTE ON FUNCTION idem_lookup(text, text) FROM PUBLIC" \
+  -c "SELECT (idem_claim('next', 'k', '{}'::jsonb)).token" >"$work/next.token"
+as app_owner fresh -f "$work/next.sql" >/dev/null
+[ "$(as app_owner fresh -c 'SELECT idem_keys_portable_version()')" = "$version.1" ] || fail "the next version is not installed"
+[ "$(as app_owner fresh -c "SELECT token FROM idem_keys WHERE scope = 'next'")" = "$(cat "$work/next.token")" ] ||
+  fail "the upgrade to the next version lost a key"
+[ "$(as app_owner fresh -c "SELECT has_function_privilege('janitor', 'idem_stats()', 'EXECUTE'),
+                                  has_function_privilege('public', 'idem_lookup(text, text)', 'EXECUTE'),
+                                  has_function_privilege('public', 'idem_claim(text, text, jsonb, interval, interval)', 'EXECUTE')")" = "t|f|t" ] ||
+  fail "the upgrade to the next version did not keep the grants and revokes an administrator made"
+echo "$version -> $version.1: the key and its token kept, janitor's grant and the revoke of idem_lookup from PUBLIC kept"
 
 if [ -n "$with_cron" ]; then
   echo "--- pg_cron: the database's owner schedules the paced sweep"

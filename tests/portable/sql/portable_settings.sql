@@ -14,6 +14,13 @@ SET idem_keys.retention = '2h';
 SELECT idem_finish('set', 'seconds', (SELECT token FROM idem_keys WHERE scope = 'set' AND key = 'seconds'), 200, '{}'::jsonb);
 SELECT expires_at - finished_at AS retention FROM idem_keys WHERE scope = 'set' AND key = 'seconds';
 RESET idem_keys.retention;
+-- Durations count as the extension counts them: a month is 30 days and a day 24 hours, whatever the calendar.
+SELECT (idem_claim('set', 'month', '{}'::jsonb, lease => '1 mon')).token AS month_token \gset
+SELECT lease_ends_at - claimed_at AS a_month_lease FROM idem_keys WHERE scope = 'set' AND key = 'month';
+SELECT idem_finish('set', 'month', :month_token, 200, '{}'::jsonb, retention => '1 year');
+SELECT expires_at - finished_at AS a_year_retention FROM idem_keys WHERE scope = 'set' AND key = 'month';
+SELECT idem_claim('set', 'bad', '{}'::jsonb, lease => '1 year -361 days');
+\echo :LAST_ERROR_SQLSTATE
 -- out of range, malformed, a unit of the wrong kind: 22023, and nothing written
 SET idem_keys.lease = 0;
 SELECT idem_claim('set', 'bad', '{}'::jsonb);

@@ -13,6 +13,10 @@ SELECT (idem_claim('regress_globex:POST /payments', 'open', '{"amount": 7}'::jso
 CREATE TABLE regress_globex_before AS SELECT * FROM idem_keys WHERE scope LIKE 'regress_globex%';
 SELECT last_value AS tokens_before FROM idem_keys_token_seq \gset
 
+CREATE FUNCTION public.globex_lookup() RETURNS text LANGUAGE sql SECURITY DEFINER
+  AS $$ SELECT (idem_lookup('regress_globex:POST /payments', 'paid')).outcome $$;
+ALTER FUNCTION public.globex_lookup() OWNER TO regress_globex;
+GRANT EXECUTE ON FUNCTION public.globex_lookup() TO regress_acme;
 -- A role per tenant.
 SELECT idem_keys_configure('idem_keys.tenant_binding', 'role');
 \c - regress_acme
@@ -47,13 +51,13 @@ SELECT set_config('idem_keys.tenant_binding', 'off', false) AS set, idem_lookup(
 RESET idem_keys.tenant_binding;
 SET ROLE regress_globex;
 \echo :LAST_ERROR_SQLSTATE
-CREATE FUNCTION regress_own.as_definer() RETURNS text LANGUAGE sql SECURITY DEFINER
-  AS $$ SELECT (idem_lookup('regress_globex:POST /payments', 'paid')).outcome $$;
-SELECT regress_own.as_definer();
+-- globex's own SECURITY DEFINER function, which acme may call, runs as globex but acme is still the caller.
+SELECT public.globex_lookup();
 \echo :LAST_ERROR_SQLSTATE
 CREATE FUNCTION regress_own.current_setting(text) RETURNS text LANGUAGE sql AS $$ SELECT 'none' $$;
-CREATE FUNCTION regress_own.session_user() RETURNS name LANGUAGE sql AS $$ SELECT 'regress_globex'::name $$;
-SET search_path = regress_own, public;
+CREATE FUNCTION regress_own.current_setting(text, boolean) RETURNS text LANGUAGE sql AS $$ SELECT 'regress_globex' $$;
+CREATE FUNCTION regress_own.idem_keys_binding() RETURNS text LANGUAGE sql AS $$ SELECT 'off' $$;
+SET search_path = regress_own, pg_catalog, public;
 SELECT idem_lookup('regress_globex:POST /payments', 'paid');
 \echo :LAST_ERROR_SQLSTATE
 RESET search_path;
@@ -116,4 +120,5 @@ SELECT scope, key FROM idem_keys WHERE scope NOT LIKE 'regress_globex%' ORDER BY
 DELETE FROM idem_keys WHERE scope LIKE 'regress%' OR scope LIKE '42%';
 DROP TABLE regress_globex_before;
 DROP SCHEMA regress_own CASCADE;
+DROP FUNCTION public.globex_lookup();
 DROP ROLE regress_acme, regress_globex, regress_gateway, regress_shared, regress_auditor;
