@@ -31,8 +31,8 @@ BEGIN
           FROM pg_catalog.pg_proc AS p
          WHERE p.pronamespace = pg_catalog.current_schema()::regnamespace AND p.proname = ANY (@FUNCTION_NAMES@)
            AND NOT pg_catalog.has_function_privilege('public', p.oid, 'EXECUTE');
-        -- In passes: the SQL-bodied ones depend on each other. What something else depends on stays, and its
-        -- CREATE OR REPLACE below then says what.
+        -- In passes: the SQL-bodied ones depend on each other. What something else depends on (a view or a
+        -- function of the application) cannot be replaced safely: then the upgrade stops, changing nothing.
         dropped := true;
         WHILE dropped LOOP
             dropped := false;
@@ -48,6 +48,15 @@ BEGIN
                 END;
             END LOOP;
         END LOOP;
+        IF EXISTS (SELECT FROM pg_catalog.pg_proc AS p
+                    WHERE p.pronamespace = pg_catalog.current_schema()::regnamespace AND p.proname = ANY (@FUNCTION_NAMES@)) THEN
+            RAISE EXCEPTION 'idem_keys: cannot upgrade: other objects depend on its functions' USING ERRCODE = '2BP01',
+                DETAIL = (SELECT 'Still in use: ' || pg_catalog.string_agg(p.oid::regprocedure::text, ', ' ORDER BY 1)
+                            FROM pg_catalog.pg_proc AS p
+                           WHERE p.pronamespace = pg_catalog.current_schema()::regnamespace
+                             AND p.proname = ANY (@FUNCTION_NAMES@)),
+                HINT = 'Drop the views or functions that call them, run this file, then create those again. Nothing was changed.';
+        END IF;
     END IF;
     IF NOT EXISTS (SELECT FROM pg_catalog.pg_class AS c
                     WHERE c.relname = 'idem_keys' AND c.relnamespace = pg_catalog.current_schema()::regnamespace) THEN

@@ -142,6 +142,12 @@ echo "--- upgrade: from this version to a next one, as every later release will"
 sed "s/'$version'/'$version.1'/g" "$file" >"$work/next.sql"
 as app_owner fresh -c "REVOKE EXECUTE ON FUNCTION idem_lookup(text, text) FROM PUBLIC" \
   -c "SELECT (idem_claim('next', 'k', '{}'::jsonb)).token" >"$work/next.token"
+# A view of the application on one of the functions: the upgrade stops (2BP01) and changes nothing.
+as app_owner fresh -c "CREATE VIEW app_fingerprint AS SELECT idem_fingerprint('{}'::jsonb) AS empty_request"
+if as app_owner fresh -f "$work/next.sql" >"$work/next.out" 2>&1; then fail "upgraded past a view that uses idem_fingerprint"; fi
+grep -q 'cannot upgrade: other objects depend on its functions' "$work/next.out" || { cat "$work/next.out"; fail "no clear refusal"; }
+[ "$(as app_owner fresh -c 'SELECT idem_keys_portable_version()')" = "$version" ] || fail "the refused upgrade changed the version"
+as app_owner fresh -c "DROP VIEW app_fingerprint"
 as app_owner fresh -f "$work/next.sql" >/dev/null
 [ "$(as app_owner fresh -c 'SELECT idem_keys_portable_version()')" = "$version.1" ] || fail "the next version is not installed"
 [ "$(as app_owner fresh -c "SELECT token FROM idem_keys WHERE scope = 'next'")" = "$(cat "$work/next.token")" ] ||
@@ -150,7 +156,8 @@ as app_owner fresh -f "$work/next.sql" >/dev/null
                                   has_function_privilege('public', 'idem_lookup(text, text)', 'EXECUTE'),
                                   has_function_privilege('public', 'idem_claim(text, text, jsonb, interval, interval)', 'EXECUTE')")" = "t|f|t" ] ||
   fail "the upgrade to the next version did not keep the grants and revokes an administrator made"
-echo "$version -> $version.1: the key and its token kept, janitor's grant and the revoke of idem_lookup from PUBLIC kept"
+echo "$version -> $version.1: refused (2BP01, nothing changed) while a view used idem_fingerprint; then the key and its" \
+     "token kept, janitor's grant and the revoke of idem_lookup from PUBLIC kept"
 
 if [ -n "$with_cron" ]; then
   echo "--- pg_cron: the database's owner schedules the paced sweep"
