@@ -2,8 +2,9 @@
 -- (src/api/claim.rs). Under READ COMMITTED every statement of a VOLATILE function takes a new snapshot, so the
 -- read that follows a conflicting insert sees the row the insert waited for, as the extension's Reread does.
 
--- One claim of a key whose request has the given fingerprint. The two idem_claim overloads check their
--- arguments in the extension's order and come here. Revoked from PUBLIC: it trusts its arguments.
+-- idem_claim, either overload, once the request's fingerprint is known (NULL for a NULL request): the checks
+-- (one expression for the common case; the ordered checks with their errors when it fails), then the claim.
+-- Revoked from PUBLIC.
 CREATE OR REPLACE FUNCTION idem_keys_claim(
     scope text, key text, fingerprint bytea, lease interval, wait interval)
 RETURNS idem_result
@@ -19,6 +20,12 @@ DECLARE
     new_token bigint;
     k record;
 BEGIN
+    IF fingerprint IS NULL OR NOT idem_keys_plain_call(scope, key) THEN
+        PERFORM idem_keys_check_call('idem_claim', scope, key, true);
+        IF fingerprint IS NULL THEN
+            PERFORM idem_keys_null_argument('idem_claim', 'request');
+        END IF;
+    END IF;
     IF lease IS NULL THEN
         lease := CASE WHEN coalesce(current_setting('idem_keys.lease', true), '') = '' THEN interval '300 seconds'
                       ELSE idem_keys_setting('idem_keys.lease') * interval '1 second' END;
@@ -128,13 +135,6 @@ LANGUAGE plpgsql VOLATILE SECURITY DEFINER PARALLEL UNSAFE
 SET search_path FROM CURRENT
 AS $$
 BEGIN
-    -- One test for the common case; the checks in the extension's order, with their errors, only when it fails.
-    IF request IS NULL OR NOT idem_keys_plain_call(scope, key) THEN
-        PERFORM idem_keys_check_call('idem_claim', scope, key, true);
-        IF request IS NULL THEN
-            PERFORM idem_keys_null_argument('idem_claim', 'request');
-        END IF;
-    END IF;
     RETURN idem_keys_claim(scope, key, idem_fingerprint(request), lease, wait);
 END
 $$;
@@ -146,13 +146,6 @@ LANGUAGE plpgsql VOLATILE SECURITY DEFINER PARALLEL UNSAFE
 SET search_path FROM CURRENT
 AS $$
 BEGIN
-    -- One test for the common case; the checks in the extension's order, with their errors, only when it fails.
-    IF request IS NULL OR NOT idem_keys_plain_call(scope, key) THEN
-        PERFORM idem_keys_check_call('idem_claim', scope, key, true);
-        IF request IS NULL THEN
-            PERFORM idem_keys_null_argument('idem_claim', 'request');
-        END IF;
-    END IF;
     RETURN idem_keys_claim(scope, key, sha256(request), lease, wait);
 END
 $$;

@@ -35,9 +35,9 @@ COMMENT ON FUNCTION idem_keys_binding() IS 'The owner''s idem_keys.tenant_bindin
 COMMENT ON FUNCTION idem_keys_check_tenant(text, text, text) IS
     'Tenant binding: 42501 unless the caller''s tenant owns the scope (the scope is the tenant, or starts with the tenant and '':'').';
 COMMENT ON FUNCTION idem_keys_claim(text, text, bytea, interval, interval) IS
-    'idem_claim''s work once its arguments are checked: the single-winner insert, replay, takeover and the bounded wait.';
-COMMENT ON FUNCTION idem_keys_finish(text, text, bigint, integer, jsonb, bytea, jsonb, interval) IS
-    'idem_finish''s fenced write, and why it was refused.';
+    'idem_claim''s checks and work: the single-winner insert, replay, takeover and the bounded wait.';
+COMMENT ON FUNCTION idem_keys_finish(text, text, bigint, integer, jsonb, bytea, bigint, jsonb, interval) IS
+    'idem_finish''s checks and fenced write, and why it was refused.';
 COMMENT ON FUNCTION idem_keys_finish_checked(text, text, bigint, integer, jsonb, interval) IS
     'idem_finish''s checks that need no table, with their errors in the extension''s order.';
 COMMENT ON FUNCTION idem_keys_jsonb_size(jsonb) IS 'A jsonb value''s binary size, as the size cap counts it.';

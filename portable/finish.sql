@@ -1,17 +1,40 @@
 -- The owner's verbs, fenced by the token (src/api/finish.rs, src/api/checkpoint.rs), and idem_lookup
 -- (src/api/lookup.rs), with the extension's statements and checks in the extension's order.
 
--- Stores the answer if the token still owns the unfinished key; else says why not. Revoked from PUBLIC.
+-- idem_finish, either overload, once the response's size is known (jsonb: its binary size; bytea: its
+-- length): the checks (one expression for the common case; the ordered checks with their errors when it
+-- fails), then the answer is stored if the token still owns the unfinished key, else it says why not.
+-- Revoked from PUBLIC.
 CREATE OR REPLACE FUNCTION idem_keys_finish(
     scope text, key text, token bigint, status_code integer, response jsonb, response_bytes bytea,
-    headers jsonb, retention interval)
+    response_size bigint, headers jsonb, retention interval)
 RETURNS void
 LANGUAGE plpgsql VOLATILE
 AS $$
 DECLARE
-    now timestamptz := clock_timestamp();
+    now timestamptz;
+    keep interval;
     k record;
 BEGIN
+    IF token IS NULL OR status_code IS NULL OR status_code NOT BETWEEN 100 AND 599
+       OR jsonb_typeof(headers) <> 'object' OR idem_keys_seconds(retention) <= 0
+       OR NOT idem_keys_plain_call(scope, key) THEN
+        PERFORM idem_keys_finish_checked(scope, key, token, status_code, headers, retention);
+    END IF;
+    IF retention IS NOT NULL THEN
+        keep := idem_keys_duration('retention', retention);
+    END IF;
+    IF headers IS NOT NULL AND idem_keys_jsonb_size(headers) > idem_keys_max_response_bytes() THEN
+        PERFORM idem_keys_check_size('headers', idem_keys_jsonb_size(headers));
+    END IF;
+    IF keep IS NULL THEN
+        keep := CASE WHEN coalesce(current_setting('idem_keys.retention', true), '') = '' THEN interval '86400 seconds'
+                     ELSE idem_keys_setting('idem_keys.retention') * interval '1 second' END;
+    END IF;
+    IF response_size > idem_keys_max_response_bytes() THEN
+        PERFORM idem_keys_check_size('response', response_size);
+    END IF;
+    now := clock_timestamp();
     -- With a synchronous standby, a session's synchronous_commit = off or local must not make an answer
     -- visible (and replayable) before the standby has it: this transaction commits as if it were on, as in
     -- the extension (docs/operations.md). SET LOCAL outlives this function, up to the commit.
@@ -19,7 +42,7 @@ BEGIN
         PERFORM set_config('synchronous_commit', 'on', true);
     END IF;
     UPDATE idem_keys AS f
-       SET finished_at = now, expires_at = now + retention, status_code = idem_keys_finish.status_code,
+       SET finished_at = now, expires_at = now + keep, status_code = idem_keys_finish.status_code,
            response = idem_keys_finish.response, response_bytes = idem_keys_finish.response_bytes,
            headers = idem_keys_finish.headers
      WHERE f.scope = idem_keys_finish.scope AND f.key = idem_keys_finish.key AND f.token = idem_keys_finish.token
@@ -100,28 +123,8 @@ RETURNS void
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER PARALLEL UNSAFE
 SET search_path FROM CURRENT
 AS $$
-DECLARE
-    keep interval;
 BEGIN
-    IF token IS NULL OR status_code IS NULL OR status_code NOT BETWEEN 100 AND 599
-       OR jsonb_typeof(headers) <> 'object' OR idem_keys_seconds(retention) <= 0
-       OR NOT idem_keys_plain_call(scope, key) THEN
-        PERFORM idem_keys_finish_checked(scope, key, token, status_code, headers, retention);
-    END IF;
-    IF retention IS NOT NULL THEN
-        keep := idem_keys_duration('retention', retention);
-    END IF;
-    IF headers IS NOT NULL AND idem_keys_jsonb_size(headers) > idem_keys_max_response_bytes() THEN
-        PERFORM idem_keys_check_size('headers', idem_keys_jsonb_size(headers));
-    END IF;
-    IF keep IS NULL THEN
-        keep := CASE WHEN coalesce(current_setting('idem_keys.retention', true), '') = '' THEN interval '86400 seconds'
-                     ELSE idem_keys_setting('idem_keys.retention') * interval '1 second' END;
-    END IF;
-    IF response IS NOT NULL AND idem_keys_jsonb_size(response) > idem_keys_max_response_bytes() THEN
-        PERFORM idem_keys_check_size('response', idem_keys_jsonb_size(response));
-    END IF;
-    PERFORM idem_keys_finish(scope, key, token, status_code, response, NULL, headers, keep);
+    PERFORM idem_keys_finish(scope, key, token, status_code, response, NULL, idem_keys_jsonb_size(response), headers, retention);
 END
 $$;
 
@@ -132,28 +135,8 @@ RETURNS void
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER PARALLEL UNSAFE
 SET search_path FROM CURRENT
 AS $$
-DECLARE
-    keep interval;
 BEGIN
-    IF token IS NULL OR status_code IS NULL OR status_code NOT BETWEEN 100 AND 599
-       OR jsonb_typeof(headers) <> 'object' OR idem_keys_seconds(retention) <= 0
-       OR NOT idem_keys_plain_call(scope, key) THEN
-        PERFORM idem_keys_finish_checked(scope, key, token, status_code, headers, retention);
-    END IF;
-    IF retention IS NOT NULL THEN
-        keep := idem_keys_duration('retention', retention);
-    END IF;
-    IF headers IS NOT NULL AND idem_keys_jsonb_size(headers) > idem_keys_max_response_bytes() THEN
-        PERFORM idem_keys_check_size('headers', idem_keys_jsonb_size(headers));
-    END IF;
-    IF keep IS NULL THEN
-        keep := CASE WHEN coalesce(current_setting('idem_keys.retention', true), '') = '' THEN interval '86400 seconds'
-                     ELSE idem_keys_setting('idem_keys.retention') * interval '1 second' END;
-    END IF;
-    IF response IS NOT NULL AND octet_length(response) > idem_keys_max_response_bytes() THEN
-        PERFORM idem_keys_check_size('response', octet_length(response));
-    END IF;
-    PERFORM idem_keys_finish(scope, key, token, status_code, NULL, response, headers, keep);
+    PERFORM idem_keys_finish(scope, key, token, status_code, NULL, response, octet_length(response), headers, retention);
 END
 $$;
 

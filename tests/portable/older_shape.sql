@@ -1,36 +1,8 @@
--- An older shape to upgrade from (tests/portable/run.sh): idem_keys 0.1.0's table (CHECK constraints, the
--- database's collation, no checkpoint columns, no hash index), its result type without the checkpoint fields,
--- functions with 0.1.0's signatures (idem_claim without wait; idem_stats with fewer columns), as a team would
--- have made it by hand from that release; a grant an administrator gave; and keys in every state.
-CREATE SEQUENCE idem_keys_token_seq AS bigint;
-CREATE TABLE idem_keys (
-    scope          text        NOT NULL,
-    key            text        NOT NULL,
-    fingerprint    bytea       NOT NULL,
-    token          bigint      NOT NULL,
-    attempt        integer     NOT NULL,
-    created_at     timestamptz NOT NULL,
-    claimed_at     timestamptz NOT NULL,
-    lease_ends_at  timestamptz NOT NULL,
-    finished_at    timestamptz,
-    expires_at     timestamptz,
-    status_code    integer,
-    response       jsonb,
-    response_bytes bytea,
-    headers        jsonb,
-    CONSTRAINT idem_keys_pkey PRIMARY KEY (scope, key),
-    CONSTRAINT idem_keys_key_length CHECK (char_length(key) >= 1 AND char_length(key) <= 255),
-    CONSTRAINT idem_keys_scope_length CHECK (char_length(scope) <= 255),
-    CONSTRAINT idem_keys_attempt_positive CHECK (attempt >= 1)
-);
-CREATE INDEX idem_keys_expires_at_idx ON idem_keys (expires_at) WHERE finished_at IS NOT NULL;
-CREATE INDEX idem_keys_lease_ends_at_idx ON idem_keys (lease_ends_at) WHERE finished_at IS NULL;
-REVOKE ALL ON TABLE idem_keys FROM PUBLIC;
-REVOKE ALL ON SEQUENCE idem_keys_token_seq FROM PUBLIC;
-CREATE TYPE idem_result AS (
-    outcome text, token bigint, attempt integer, status_code integer, response jsonb, response_bytes bytea,
-    headers jsonb, retry_after integer, created_at timestamptz
-);
+-- An older shape to upgrade from (tests/portable/run.sh), after 0.1.0's table, sequence, indexes and result
+-- type, which run.sh takes from the released sql/idem_keys--0.1.0.sql (CHECK constraints, the database's
+-- collation, no checkpoint columns, no hash index, no checkpoint fields): functions with 0.1.0's signatures
+-- (idem_claim without wait; idem_stats with fewer columns), as a team would have made them by hand from that
+-- release; a grant an administrator gave; and keys in every state.
 CREATE FUNCTION idem_claim(scope text, key text, request jsonb, lease interval DEFAULT NULL) RETURNS idem_result
 LANGUAGE plpgsql SECURITY DEFINER AS $$ BEGIN RAISE EXCEPTION 'the 0.1.0 idem_claim'; END $$;
 CREATE FUNCTION idem_claim(scope text, key text, request bytea, lease interval DEFAULT NULL) RETURNS idem_result

@@ -20,7 +20,7 @@ source tests/lib.sh
 major=$(pg_major)
 bindir=$("$PG_CONFIG" --bindir)
 pgxs_test=$("$PG_CONFIG" --pkglibdir)/pgxs/src/test
-port=25371
+port=${PORTABLE_PORT:-25371}
 work=$(mktemp -d /tmp/idem-portable.XXXXXX)
 chmod 755 "$work"
 trap 'bash scripts/cluster.sh stop "$work/pg"; rm -rf "$work"' EXIT
@@ -121,7 +121,15 @@ bash tests/portable/move.sh "$work" "$port" "$file"
 echo "--- upgrade: over a hand-made older shape"
 as postgres postgres -c "CREATE DATABASE old OWNER app_owner" -c "CREATE DATABASE fresh OWNER app_owner" \
   -c "CREATE ROLE janitor"
-as app_owner old -f tests/portable/older_shape.sql >/dev/null
+# 0.1.0's table, sequence, indexes and type, from the released install script, as plain SQL.
+python3 - >"$work/older_0.1.0.sql" <<'PY'
+import re
+text = open("sql/idem_keys--0.1.0.sql").read()
+text = text[text.index("CREATE SEQUENCE"):]
+text = text[:text.index(");", text.index("CREATE TYPE")) + 2]
+print(re.sub(r"^SELECT pg_catalog\.pg_extension_config_dump.*\n", "", text, flags=re.M).replace("@extschema@.", ""))
+PY
+as app_owner old -f "$work/older_0.1.0.sql" -f tests/portable/older_shape.sql >/dev/null
 before=$(as app_owner old -c "SELECT count(*), max(token), (SELECT last_value FROM idem_keys_token_seq) FROM idem_keys")
 install_into app_owner old
 after=$(as app_owner old -c "SELECT count(*), max(token), (SELECT last_value FROM idem_keys_token_seq) FROM idem_keys")
