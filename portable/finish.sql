@@ -14,6 +14,7 @@ AS $$
 DECLARE
     now timestamptz;
     keep interval;
+    cap bigint;
     k record;
 BEGIN
     IF token IS NULL OR status_code IS NULL OR status_code NOT BETWEEN 100 AND 599
@@ -24,14 +25,18 @@ BEGIN
     IF retention IS NOT NULL THEN
         keep := idem_keys_duration('retention', retention);
     END IF;
-    IF headers IS NOT NULL AND idem_keys_jsonb_size(headers) > idem_keys_max_response_bytes() THEN
+    -- The cap is a read of idem_keys_settings: once per finish, and only when there is something to measure.
+    IF headers IS NOT NULL OR response_size IS NOT NULL THEN
+        cap := idem_keys_max_response_bytes();
+    END IF;
+    IF idem_keys_jsonb_size(headers) > cap THEN
         PERFORM idem_keys_check_size('headers', idem_keys_jsonb_size(headers));
     END IF;
     IF keep IS NULL THEN
         keep := CASE WHEN coalesce(current_setting('idem_keys.retention', true), '') = '' THEN interval '86400 seconds'
                      ELSE idem_keys_setting('idem_keys.retention') * interval '1 second' END;
     END IF;
-    IF response_size > idem_keys_max_response_bytes() THEN
+    IF response_size > cap THEN
         PERFORM idem_keys_check_size('response', response_size);
     END IF;
     now := clock_timestamp();
