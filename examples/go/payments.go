@@ -10,6 +10,8 @@ import (
 	"net/url"
 	"os"
 	"syscall"
+
+	"github.com/idem-keys/idemhttp"
 )
 
 // Charge is the provider's record of one charge.
@@ -76,7 +78,10 @@ type payment struct {
 	CustomerID string `json:"customer_id"`
 }
 
-// Payments handles POST /payments behind the Idempotency middleware.
+// Payments handles POST /payments behind the idemhttp middleware, which runs it at most once per key and
+// stores its answer: 201 and 402 are final and replayed; a 503 (the provider refused: nothing was charged)
+// releases the key; a 502 (maybe charged) leaves it unsettled, so that after its lease the next retry, or the
+// reconciler, looks the charge up. A 400 for a bad body is an answer too, stored like any other.
 type Payments struct {
 	provider  *Provider
 	testHooks bool
@@ -89,15 +94,18 @@ func (h *Payments) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, errorBody("amount (> 0), currency (3 letters) and customer_id are required"))
 		return
 	}
+	// The middleware's context: not cancelled when the client hangs up, so a charge is never cut half-way.
 	ctx := r.Context()
-	key := r.Header.Get("Idempotency-Key")
+	attempt := idemhttp.FromContext(ctx)
+	key := attempt.Key // our reference at the provider: a retry or the reconciler can always find the charge
 
 	var ch *Charge
-	if ClaimFrom(ctx).Outcome == "recovered" {
+	if attempt.Recovered() {
 		// The previous owner died somewhere between its claim and its finish: it may have charged already.
 		var err error
 		if ch, err = h.provider.Lookup(ctx, key); err != nil {
 			log.Printf("provider lookup %q: %v", key, err)
+			attempt.LeaveUnsettled() // still unknown: the next retry looks again
 			writeJSON(w, http.StatusBadGateway, errorBody("payment provider unreachable"))
 			return
 		}
@@ -109,8 +117,9 @@ func (h *Payments) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ch, status, err = h.provider.Charge(ctx, key, pay)
 		switch {
 		case err != nil:
-			// Maybe charged, maybe not: a 502 leaves the claim to the next retry or the reconciler.
+			// Maybe charged, maybe not: the claim waits for the next retry or the reconciler.
 			log.Printf("provider charge %q: %v", key, err)
+			attempt.LeaveUnsettled()
 			writeJSON(w, http.StatusBadGateway, errorBody("payment provider unreachable"))
 			return
 		case status == http.StatusPaymentRequired:
@@ -118,9 +127,10 @@ func (h *Payments) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		case ch == nil && status != http.StatusServiceUnavailable && status != http.StatusTooManyRequests:
 			log.Printf("provider charge %q: status %d", key, status)
+			attempt.LeaveUnsettled()
 			writeJSON(w, http.StatusBadGateway, errorBody("payment provider failed"))
 			return
-		case ch == nil: // 503 or 429: the provider promises it charged nothing
+		case ch == nil: // 503 or 429: the provider promises it charged nothing; 503 releases the key
 			w.Header().Set("Retry-After", "1")
 			writeJSON(w, http.StatusServiceUnavailable, errorBody("payment provider unavailable, nothing charged"))
 			return

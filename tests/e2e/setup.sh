@@ -22,4 +22,4 @@ if ! cmp -s examples/node/package-lock.json examples/node/node_modules/.installe
 fi
 
 # Cached by Go after the first build, so this is cheap on every run.
-GO111MODULE=off GOPATH=/usr/share/gocode go build -o examples/go/bin/payments ./examples/go
+GO111MODULE=off GOPATH=$(bash packages/idemhttp/gopath.sh) go build -o examples/go/bin/payments ./examples/go

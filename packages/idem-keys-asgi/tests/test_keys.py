@@ -1,0 +1,50 @@
+"""The Idempotency-Key grammar (docs/integrations.md, "The key"): one row per case."""
+import pytest
+
+from idem_keys_asgi import parse_idempotency_key
+
+ACCEPTED = [
+    ("8e03978e-40d5-43e8", "8e03978e-40d5-43e8"),  # bare, Stripe-style
+    ('"8e03978e-40d5-43e8"', "8e03978e-40d5-43e8"),  # a Structured Field String: the same key
+    ('"two words"', "two words"),  # a space is printable ASCII
+    ('"say \\"hi\\""', 'say "hi"'),  # \" is an escape
+    ('"back\\\\slash"', "back\\slash"),  # so is \\
+    ("!#$%&'()*+,-./:;<=>?@[]^_`{|}~", "!#$%&'()*+,-./:;<=>?@[]^_`{|}~"),  # every visible non-alnum but " and \
+    ("k" * 255, "k" * 255),
+    ('"' + "k" * 255 + '"', "k" * 255),  # the limit counts the key, not its quotes
+    ('"' + "\\\\" * 255 + '"', "\\" * 255),  # nor its escapes
+    (" padded\t", "padded"),  # the optional whitespace around a field value
+    ("x", "x"),
+]
+
+MALFORMED = [
+    "",  # empty
+    "   ",
+    '""',  # empty after unquoting
+    '"unclosed',
+    '"trailing backslash\\',
+    '"a\\qb"',  # an escape other than \" and \\
+    '"ab"c',  # something after the closing quote
+    '"abc";p=1',  # Structured Field parameters
+    'ab"c',  # a quote inside a bare key
+    "back\\slash",  # a backslash in a bare key
+    "two words",  # a space in a bare key
+    "caf\xe9",  # non-ASCII (ASGI headers are bytes, read as latin-1)
+    '"caf\xe9"',
+    "tab\there",
+    '"tab\there"',  # a tab is not printable ASCII
+    "k" * 256,
+    '"' + "k" * 256 + '"',
+    '"\x7f"',
+]
+
+
+@pytest.mark.parametrize("value,key", ACCEPTED)
+def test_accepted(value, key):
+    assert parse_idempotency_key(value) == key
+
+
+@pytest.mark.parametrize("value", MALFORMED)
+def test_malformed(value):
+    assert parse_idempotency_key(value) is None
+

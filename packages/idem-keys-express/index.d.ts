@@ -1,0 +1,82 @@
+// Types for idem-keys-express (hand-written; the package is plain JavaScript).
+import type { IncomingMessage, ServerResponse } from 'node:http';
+
+/** What idempotency() needs of the database: a pg.Pool, or anything with the same query(). */
+export interface Queryable {
+  query(text: string, values?: unknown[]): Promise<{ rows: any[] }>;
+}
+
+/** Where the middleware reports what went wrong; console by default. */
+export interface IdempotencyLogger {
+  warn(message: string, ...rest: unknown[]): void;
+  error(message: string, ...rest: unknown[]): void;
+}
+
+/** A duration: milliseconds, or a PostgreSQL interval as text ('30s', '5 min'). */
+export type Duration = number | string;
+
+export interface IdempotencyOptions<Req extends IncomingMessage = IncomingMessage> {
+  /** The database with idem_keys installed: a pg.Pool. Required. */
+  pool: Queryable;
+  /**
+   * Whose request this is, from its authentication (never from a header the client sets). Required: there is no
+   * default scope. No scope (undefined, null, '') answers 500 scope-missing.
+   */
+  scope: (req: Req) => string | undefined | null | Promise<string | undefined | null>;
+  /** How long a claim holds before another request may recover the key. Default: the server's idem_keys.lease. */
+  lease?: Duration | null;
+  /** How long a duplicate waits for the first attempt before 409. Default: no wait. */
+  wait?: Duration | null;
+  /** How long an answer is replayed. Default: the server's idem_keys.retention. */
+  retention?: Duration | null;
+  /** The methods that take keys. Default ['POST', 'PATCH']. */
+  methods?: string[];
+  /** Whether a request without a key gets 400 key-missing. Default true. */
+  required?: boolean;
+  /** Answers that release the key instead of being stored. Default [429, 503]. */
+  retryableStatuses?: number[];
+  /** The response headers a replay repeats (case-insensitive). Default DEFAULT_STORED_HEADERS. */
+  storedHeaders?: string[];
+  /** A response header naming the outcome (claimed, recovered, replay, in_progress, mismatch). Default none. */
+  outcomeHeader?: string | null;
+  /** Default console. */
+  logger?: IdempotencyLogger;
+  /** The largest request body read for the fingerprint, in bytes; larger gets 413 body-too-large. Default 1 MiB. */
+  limit?: number;
+}
+
+/** The claimed attempt, as the handler sees it: req.idempotency. */
+export interface IdempotencyAttempt {
+  readonly scope: string;
+  readonly key: string;
+  readonly outcome: 'claimed' | 'recovered';
+  /** The fencing token, a bigint as a decimal string. */
+  readonly token: string;
+  /** A previous owner died holding the key: look for what it did before acting again. */
+  readonly recovered: boolean;
+  /** The outcome is unknown ("maybe charged"): send the answer without storing it; the claim runs out its lease. */
+  leaveUnsettled(): void;
+}
+
+export type Middleware = (req: IncomingMessage, res: ServerResponse, next: (err?: unknown) => void) => void;
+export type ErrorMiddleware = (err: unknown, req: IncomingMessage, res: ServerResponse, next: (err?: unknown) => void) => void;
+
+/** The middleware. Mount it after authentication and before any body parser. Throws TypeError without pool or scope. */
+export function idempotency<Req extends IncomingMessage = any>(options: IdempotencyOptions<Req>): Middleware;
+
+/** The first error handler after the routes: a failed handler's key is released, then the error goes on. */
+export function releaseOnError(): ErrorMiddleware;
+
+/** The key in one Idempotency-Key value, bare or quoted, or null when it is malformed. */
+export function parseKey(value: string): string | null;
+
+export const DEFAULT_STORED_HEADERS: readonly string[];
+
+declare global {
+  namespace Express {
+    interface Request {
+      /** Set by idem-keys-express on a claimed request. */
+      idempotency?: IdempotencyAttempt;
+    }
+  }
+}

@@ -1,0 +1,220 @@
+// idempotency(): the Express middleware. It reads the key and the body, claims the key with idem_claim, turns
+// the outcome into an answer or runs the rest of the app, and keeps the app's answer with idem_finish before
+// the client sees it. The behaviour is docs/integrations.md's, the same as the Go and Python packages'.
+import { BodyTooLargeError, isJsonBody, readBody, replayBody } from './body.js';
+import { captureResponse } from './capture.js';
+import { requestKey } from './key.js';
+import { resolveOptions } from './options.js';
+import { problem } from './problems.js';
+import { claim, finish, release } from './store.js';
+
+// Where the claimed attempt's bookkeeping lives on req, for releaseOnError().
+const ATTEMPT = Symbol('idem-keys-express attempt');
+
+export function idempotency(options) {
+  const config = resolveOptions(options);
+  return function idempotencyMiddleware(req, res, next) {
+    let handedOver = false;
+    const onward = (err) => {
+      handedOver = true;
+      next(err);
+    };
+    handle(config, req, res, onward).catch((err) => {
+      // Our own failure before the rest of the app ran goes to Express's error path; after, it is only logged
+      // (the app owns the request by then).
+      if (!handedOver) onward(err);
+      else config.logger.error(`idem-keys-express: ${err.message}`, err);
+    });
+  };
+}
+
+// The first error handler after the routes: a handler that failed (threw, rejected, called next(err)) before
+// answering gets its key released, so a retry runs again, and the error goes on to Express's error path.
+// Express gives a middleware no view of errors raised after it, hence this second piece.
+export function releaseOnError() {
+  return function idempotencyReleaseOnError(err, req, res, next) {
+    const attempt = req[ATTEMPT];
+    if (!attempt || attempt.capture.state !== 'capturing') {
+      next(err);
+      return;
+    }
+    attempt.capture.passThrough();
+    attempt.release().finally(() => next(err));
+  };
+}
+
+async function handle(config, req, res, next) {
+  if (!config.methods.has(req.method)) {
+    next();
+    return;
+  }
+  const found = requestKey(req);
+  if (found.missing) {
+    if (config.required) sendProblem(res, 'key-missing');
+    else next();
+    return;
+  }
+  if (found.malformed) {
+    sendProblem(res, 'key-malformed');
+    return;
+  }
+  const { key } = found;
+
+  const scope = await config.scope(req);
+  if (typeof scope !== 'string' || scope === '') {
+    config.logger.error(`idem-keys-express: scope() gave no scope for ${req.method} ${req.originalUrl ?? req.url}; `
+      + 'run idempotency() after authentication');
+    sendProblem(res, 'scope-missing');
+    return;
+  }
+
+  let body;
+  try {
+    body = await readBody(req, config.limit);
+  } catch (err) {
+    if (!(err instanceof BodyTooLargeError)) throw err;
+    res.setHeader('Connection', 'close'); // what is left of the body is discarded, and the connection with it
+    sendProblem(res, 'body-too-large');
+    return;
+  }
+  // The target as the client sent it: originalUrl, because a mount path (app.use('/api', ...)) rewrites req.url.
+  const request = { method: req.method, target: req.originalUrl ?? req.url, body, json: isJsonBody(req, body) };
+
+  let row;
+  try {
+    row = await claim(config.pool, scope, key, request, config);
+  } catch (err) {
+    config.logger.error(`idem-keys-express: idem_claim ${JSON.stringify(key)}: ${err.message}`, err);
+    sendProblem(res, 'store-unavailable', [['Retry-After', '1']]);
+    return;
+  }
+
+  const outcome = row && row.outcome;
+  const outcomeHeader = config.outcomeHeader ? [[config.outcomeHeader, outcome]] : [];
+  switch (outcome) {
+    case 'replay':
+      sendReplay(res, row, [...outcomeHeader, ['Idempotent-Replayed', 'true']]);
+      return;
+    case 'in_progress':
+      sendProblem(res, 'request-in-progress', [...outcomeHeader,
+        ['Retry-After', String(Math.max(1, Number(row.retry_after) || 0))]]);
+      return;
+    case 'mismatch':
+      sendProblem(res, 'key-reused', outcomeHeader);
+      return;
+    case 'claimed':
+    case 'recovered':
+      break;
+    default:
+      config.logger.error(`idem-keys-express: idem_claim ${JSON.stringify(key)}: unexpected outcome ${outcome}`);
+      sendProblem(res, 'store-unavailable', [['Retry-After', '1']]);
+      return;
+  }
+
+  for (const [name, value] of outcomeHeader) res.setHeader(name, value);
+  const attempt = new Attempt(config, res, { scope, key, outcome, token: row.token });
+  req.idempotency = attempt.context;
+  req[ATTEMPT] = attempt;
+  replayBody(req, body);
+  next();
+}
+
+// One claimed request: what the handler sees (context) and what becomes of its key.
+class Attempt {
+  constructor(config, res, { scope, key, outcome, token }) {
+    this.config = config;
+    this.scope = scope;
+    this.key = key;
+    this.token = token;
+    this.unsettled = false;
+    this.context = Object.freeze({
+      scope,
+      key,
+      outcome,
+      token, // a bigint as a string, exactly as idem_claim gave it
+      recovered: outcome === 'recovered',
+      // The outcome is unknown (a payment that may have gone through): the answer is sent but not stored, and
+      // the claim stays until its lease ends; the next request then runs with recovered true and reconciles.
+      leaveUnsettled: () => {
+        this.unsettled = true;
+      },
+    });
+    this.capture = captureResponse(res, (answer) => {
+      this.settle(answer).catch((err) => {
+        config.logger.error(`idem-keys-express: ${err.message}`, err);
+      });
+    });
+  }
+
+  // The handler answered: keep the answer (or give the key back), then let the client have it.
+  async settle(answer) {
+    const { config, capture } = this;
+    if (this.unsettled) {
+      capture.send(answer);
+      return;
+    }
+    if (config.retryableStatuses.has(answer.status)) {
+      await this.release(); // before the answer, so a retry that follows it at once finds the key free
+      capture.send(answer);
+      return;
+    }
+    try {
+      await finish(config.pool, this.scope, this.key, this.token, answer, storedHeaders(config, answer.headers),
+        config.retention);
+    } catch (err) {
+      if (err.code === '55000') {
+        // We ran past the lease and another request recovered the key: its answer is the one that counts.
+        config.logger.warn(`idem-keys-express: idem_finish ${JSON.stringify(this.key)}: the lease was lost to `
+          + 'another request; this answer is dropped');
+        capture.send(problemAnswer(capture, 'lease-lost', [['Retry-After', '1']]));
+      } else {
+        // Too large for idem_keys.max_response_bytes, or the database went away: the claim stays until its lease
+        // ends, and the retry after that runs as recovered.
+        config.logger.error(`idem-keys-express: idem_finish ${JSON.stringify(this.key)}: ${err.message}`, err);
+        capture.send(problemAnswer(capture, 'store-failed'));
+      }
+      return;
+    }
+    capture.send(answer);
+  }
+
+  // A failed release is only logged: the claim then runs out its lease and the next retry recovers it.
+  async release() {
+    try {
+      await release(this.config.pool, this.scope, this.key, this.token);
+    } catch (err) {
+      this.config.logger.warn(`idem-keys-express: idem_release ${JSON.stringify(this.key)}: ${err.message}`, err);
+    }
+  }
+}
+
+// The allow-listed headers of an answer, as idem_finish stores them: name -> value, several values joined.
+function storedHeaders(config, headers) {
+  const stored = {};
+  for (const [name, value] of headers) {
+    if (config.storedHeaders.has(name.toLowerCase())) stored[name] = Array.isArray(value) ? value.join(', ') : String(value);
+  }
+  return stored;
+}
+
+function sendReplay(res, row, extra) {
+  for (const [name, value] of Object.entries(row.headers || {})) res.setHeader(name, value);
+  for (const [name, value] of extra) res.setHeader(name, value);
+  res.statusCode = row.status_code;
+  res.end(row.response_bytes || undefined);
+}
+
+// A problem answer in place of the handler's: the headers set before the middleware ran, and the problem's.
+function problemAnswer(capture, code, extra = []) {
+  const { status, body } = problem(code);
+  const kept = capture.initialHeaders.filter(([name]) => !/^content-/i.test(name));
+  return { status, headers: [...kept, ...extra, ['Content-Type', 'application/problem+json']], body };
+}
+
+function sendProblem(res, code, extra = []) {
+  const { status, body } = problem(code);
+  for (const [name, value] of extra) res.setHeader(name, value);
+  res.setHeader('Content-Type', 'application/problem+json');
+  res.statusCode = status;
+  res.end(body);
+}

@@ -1,0 +1,26 @@
+// Package idemhttp puts idem_keys in front of a net/http handler: a request with an Idempotency-Key runs its
+// handler at most once, and every retry gets the first answer back, byte for byte.
+//
+// It is a thin layer over the extension's SQL API (idem_claim, idem_finish, idem_release) on pgx v4: it keeps
+// no table and no state of its own, and works the same with the extension and with its portable edition. The
+// behaviour, the same in the Go, Python and Node packages, is specified in docs/integrations.md of the
+// idem_keys repository.
+//
+//	mw, err := idemhttp.New(pool, idemhttp.Options{
+//		Scope: func(r *http.Request) string { return tenantOf(r) }, // from authentication, never a client header
+//	})
+//	if err != nil {
+//		log.Fatal(err)
+//	}
+//	http.Handle("/payments", authenticate(mw(payments)))
+//
+// The handler learns about its attempt from FromContext: whether it took over the key of an owner that died
+// (Recovered, so it must look for what that owner did before acting), and it may leave the key unsettled when
+// it cannot tell whether its side effect happened.
+//
+// The handler's answer is held in memory until it is stored, so a client never sees an answer a retry could
+// not replay: Flush does nothing, and a streamed answer reaches the client whole, at the end.
+package idemhttp
+
+// Version is the version of this package.
+const Version = "0.1.0"

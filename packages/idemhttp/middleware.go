@@ -1,0 +1,205 @@
+package idemhttp
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+)
+
+// New returns the middleware: wrap a handler with it, after authentication (Options.Scope reads the
+// authenticated request). db is a pgx v4 pool (*pgxpool.Pool) on a database where idem_keys is installed.
+// It fails only on a nil db or bad options (no Scope, a negative duration, a retryable status that is no
+// HTTP status).
+func New(db DB, opts Options) (func(http.Handler) http.Handler, error) {
+	if db == nil {
+		return nil, errors.New("idemhttp: a database pool is required")
+	}
+	c, err := opts.config()
+	if err != nil {
+		return nil, err
+	}
+	return func(next http.Handler) http.Handler {
+		return &middleware{db: db, c: c, next: next}
+	}, nil
+}
+
+type middleware struct {
+	db   DB
+	c    *config
+	next http.Handler
+}
+
+func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !m.c.methods[r.Method] {
+		m.next.ServeHTTP(w, r)
+		return
+	}
+	fields := r.Header.Values("Idempotency-Key")
+	if len(fields) == 0 {
+		if m.c.keyOptional {
+			m.next.ServeHTTP(w, r)
+		} else {
+			writeProblem(w, "key-missing", 0)
+		}
+		return
+	}
+	key, ok := parseKey(fields[0])
+	if !ok || len(fields) > 1 {
+		writeProblem(w, "key-malformed", 0)
+		return
+	}
+	scope := m.c.scope(r)
+	if scope == "" {
+		m.c.logger.Printf("idemhttp: %s %s: the scope function gave no scope; answered 500", r.Method, r.URL.Path)
+		writeProblem(w, "scope-missing", 0)
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, m.c.maxBodyBytes))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			writeProblem(w, "body-too-large", 0)
+		} else {
+			writeProblem(w, "body-unreadable", 0)
+		}
+		return
+	}
+
+	// Not r.Context(): a client hanging up must not cancel the claim (its retry would then find the key
+	// claimed by nobody until the lease ends) nor, below, the finish that stores the answer it will retry for.
+	ctx, cancel := context.WithTimeout(context.Background(), m.c.storeTimeout+m.c.wait)
+	cl, err := claimKey(ctx, m.db, m.c, scope, key, request{
+		method: r.Method, target: target(r), body: body, json: isJSON(r.Header.Get("Content-Type")),
+	})
+	cancel()
+	if err != nil {
+		m.c.logger.Printf("idemhttp: idem_claim(%q, %q): %v; answered 503", scope, key, err)
+		writeProblem(w, "store-unavailable", 1)
+		return
+	}
+	if m.c.outcomeHeader != "" {
+		w.Header().Set(m.c.outcomeHeader, cl.outcome)
+	}
+	switch cl.outcome {
+	case "claimed", "recovered":
+		m.run(w, r, body, &Attempt{Scope: scope, Key: key, Outcome: cl.outcome, Token: cl.token})
+	case "replay":
+		if cl.status < 100 || cl.status > 599 { // idem_finish refuses such a status: not ours to guess at
+			m.c.logger.Printf("idemhttp: idem_claim(%q, %q): replay without a status; answered 503", scope, key)
+			writeProblem(w, "store-unavailable", 1)
+			return
+		}
+		replay(w, cl)
+	case "in_progress":
+		retryAfter := cl.retryAfter
+		if retryAfter < 1 {
+			retryAfter = 1 // a lease in its last second: 0 would ask for a retry storm
+		}
+		writeProblem(w, "request-in-progress", retryAfter)
+	case "mismatch":
+		writeProblem(w, "key-reused", 0)
+	default:
+		m.c.logger.Printf("idemhttp: idem_claim(%q, %q): unknown outcome %q; answered 503", scope, key, cl.outcome)
+		writeProblem(w, "store-unavailable", 1)
+	}
+}
+
+// run calls the handler for a claimed key, then stores its answer, releases the key or leaves it, and only
+// then sends the answer.
+func (m *middleware) run(w http.ResponseWriter, r *http.Request, body []byte, a *Attempt) {
+	rec := newRecorder()
+	returned := false
+	defer func() {
+		if returned || a.unsettled.Load() { // a handler that said "maybe" and then panicked still meant it
+			return
+		}
+		// The handler panicked (http.ErrAbortHandler included) or called runtime.Goexit: nothing happened
+		// that a retry should not redo, as far as we can tell, so the key goes back. No recover(): the panic
+		// goes on to net/http, or to the application's own recovery middleware, with its stack intact.
+		m.release(a, "the handler panicked")
+	}()
+	inner := r.WithContext(context.WithValue(detached{r.Context()}, attemptKey{}, a))
+	inner.Body = io.NopCloser(bytes.NewReader(body)) // read once for the fingerprint, whole again for the handler
+	m.next.ServeHTTP(rec, inner)
+	returned = true
+
+	status, header := rec.result()
+	switch {
+	case a.unsettled.Load():
+		// Outcome unknown: the claim runs out its lease, and the next request recovers the key and reconciles.
+	case m.c.retryable[status]:
+		m.release(a, "retryable status "+strconv.Itoa(status))
+	default:
+		ctx, cancel := context.WithTimeout(context.Background(), m.c.storeTimeout)
+		err := finishKey(ctx, m.db, m.c, a, status, rec.body.Bytes(), storedHeaders(header, m.c.storedHeaders))
+		cancel()
+		if sqlState(err) == "55000" {
+			// Another request took the key over after our lease ended: its answer is the one that counts.
+			m.c.logger.Printf("idemhttp: idem_finish(%q, %q): %v: the lease was lost, this answer (%d) is not stored",
+				a.Scope, a.Key, err, status)
+			writeProblem(w, "lease-lost", 1)
+			return
+		}
+		if err != nil {
+			// Left claimed: after its lease the next request recovers the key and reconciles.
+			m.c.logger.Printf("idemhttp: idem_finish(%q, %q): %v: this answer (%d) is not stored; answered 500",
+				a.Scope, a.Key, err, status)
+			writeProblem(w, "store-failed", 0)
+			return
+		}
+	}
+	for name, values := range header {
+		if name != m.c.outcomeHeader { // set by ServeHTTP, from the claim
+			w.Header()[name] = values
+		}
+	}
+	w.WriteHeader(status)
+	_, _ = w.Write(rec.body.Bytes()) // the client may be gone: the answer is stored for its retry
+}
+
+// release gives the key back; a failure is only logged, the lease ends it anyway.
+func (m *middleware) release(a *Attempt, why string) {
+	ctx, cancel := context.WithTimeout(context.Background(), m.c.storeTimeout)
+	defer cancel()
+	if released, err := releaseKey(ctx, m.db, a); err != nil {
+		m.c.logger.Printf("idemhttp: idem_release(%q, %q) (%s): %v", a.Scope, a.Key, why, err)
+	} else if !released {
+		m.c.logger.Printf("idemhttp: idem_release(%q, %q) (%s): the key was no longer ours", a.Scope, a.Key, why)
+	}
+}
+
+// replay answers with the stored answer: its status, its stored headers, its body byte for byte.
+func replay(w http.ResponseWriter, cl *claim) {
+	h := w.Header()
+	for name, value := range cl.headers {
+		h.Set(name, value)
+	}
+	h.Set("Idempotent-Replayed", "true")
+	w.WriteHeader(cl.status)
+	_, _ = w.Write(cl.body)
+}
+
+// target is the request's path and query exactly as the client sent them, not decoded: the fingerprint must
+// not make /a%2Fb and /a/b one request.
+func target(r *http.Request) string {
+	if strings.HasPrefix(r.RequestURI, "/") {
+		return r.RequestURI
+	}
+	// An absolute-form target (a request to a proxy), or a request built in Go without RequestURI.
+	return r.URL.RequestURI()
+}
+
+// isJSON tells whether a Content-Type is JSON: application/json or application/*+json, any parameters.
+func isJSON(contentType string) bool {
+	mediaType, _, err := mime.ParseMediaType(contentType)
+	if err != nil {
+		mediaType = strings.ToLower(strings.TrimSpace(strings.SplitN(contentType, ";", 2)[0]))
+	}
+	return mediaType == "application/json" ||
+		(strings.HasPrefix(mediaType, "application/") && strings.HasSuffix(mediaType, "+json"))
+}

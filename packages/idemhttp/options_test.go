@@ -1,0 +1,92 @@
+package idemhttp
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgconn"
+	"github.com/jackc/pgx/v4"
+)
+
+// nowhere is a DB that is never reached: New must not touch the database.
+type nowhere struct{}
+
+func (nowhere) QueryRow(context.Context, string, ...interface{}) pgx.Row { panic("unexpected query") }
+func (nowhere) Exec(context.Context, string, ...interface{}) (pgconn.CommandTag, error) {
+	panic("unexpected exec")
+}
+
+func scopeOf(*http.Request) string { return "s" }
+
+func TestNewRefusesBadOptions(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		db   DB
+		opts Options
+		want string
+	}{
+		{"no pool", nil, Options{Scope: scopeOf}, "pool is required"},
+		{"no scope", nowhere{}, Options{}, "Scope is required"},
+		{"negative lease", nowhere{}, Options{Scope: scopeOf, Lease: -time.Second}, "negative duration"},
+		{"negative wait", nowhere{}, Options{Scope: scopeOf, Wait: -time.Second}, "negative duration"},
+		{"negative retention", nowhere{}, Options{Scope: scopeOf, Retention: -time.Second}, "negative duration"},
+		{"retryable status 600", nowhere{}, Options{Scope: scopeOf, RetryableStatuses: []int{600}}, "not an HTTP status"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mw, err := New(tc.db, tc.opts)
+			if err == nil || mw != nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("New: %v, want an error with %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	c, err := Options{Scope: scopeOf}.config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.methods) != 2 || !c.methods["POST"] || !c.methods["PATCH"] {
+		t.Errorf("methods %v", c.methods)
+	}
+	if len(c.retryable) != 2 || !c.retryable[429] || !c.retryable[503] {
+		t.Errorf("retryable %v", c.retryable)
+	}
+	if len(c.storedHeaders) != 6 || c.storedHeaders["Etag"] != "ETag" || c.storedHeaders["Content-Type"] != "Content-Type" {
+		t.Errorf("stored headers %v", c.storedHeaders)
+	}
+	if c.keyOptional || c.outcomeHeader != "" || c.logger == nil || c.lease != 0 || c.wait != 0 || c.retention != 0 {
+		t.Errorf("config %+v", c)
+	}
+	c, err = Options{Scope: scopeOf, Methods: []string{"put"}, RetryableStatuses: []int{}, StoredHeaders: []string{}}.config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.methods) != 1 || !c.methods["PUT"] || len(c.retryable) != 0 || len(c.storedHeaders) != 0 {
+		t.Errorf("config %+v", c)
+	}
+}
+
+func TestInterval(t *testing.T) {
+	if interval(0) != nil {
+		t.Error("0 must be NULL, the server's default")
+	}
+	if got := interval(1500 * time.Millisecond); got != "1500000 microseconds" {
+		t.Errorf("interval(1.5s) = %v", got)
+	}
+}
+
+func TestIsJSON(t *testing.T) {
+	for ct, want := range map[string]bool{
+		"application/json": true, "application/json; charset=utf-8": true, "Application/JSON": true,
+		"application/problem+json": true, "application/merge-patch+json;x": true, "text/json": false,
+		"application/jsonx": false, "text/plain": false, "": false, "application/x-www-form-urlencoded": false,
+	} {
+		if isJSON(ct) != want {
+			t.Errorf("isJSON(%q) != %v", ct, want)
+		}
+	}
+}

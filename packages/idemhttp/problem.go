@@ -1,0 +1,70 @@
+package idemhttp
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+)
+
+// problem is an RFC 9457 body. The field order is the one all three packages write.
+type problem struct {
+	Type   string `json:"type"`
+	Title  string `json:"title"`
+	Status int    `json:"status"`
+	Detail string `json:"detail"`
+	Code   string `json:"code"`
+}
+
+// The answers the middleware makes itself, by code (docs/integrations.md, "Problems").
+var problems = map[string]problem{
+	"key-missing":         {Status: http.StatusBadRequest, Detail: "this request needs an Idempotency-Key"},
+	"key-malformed":       {Status: http.StatusBadRequest, Detail: "the key is not 1–255 characters, bare or as a quoted string"},
+	"request-in-progress": {Status: http.StatusConflict, Detail: "a request with this key is still running: retry after Retry-After"},
+	"lease-lost":          {Status: http.StatusConflict, Detail: "this request ran past its claim and another took the key over: retry to get that one's answer"},
+	"key-reused":          {Status: http.StatusUnprocessableEntity, Detail: "the key was used with another request"},
+	"scope-missing":       {Status: http.StatusInternalServerError, Detail: "the server could not tell whose request this is"},
+	"store-failed":        {Status: http.StatusInternalServerError, Detail: "the answer could not be stored: retry later with the same key"},
+	"store-unavailable":   {Status: http.StatusServiceUnavailable, Detail: "the idempotency store could not be reached, nothing was done"},
+	// Not in the shared table: a body the server could not read (the client went away mid-body, or a
+	// http.MaxBytesReader before the middleware refused its size). Nothing was claimed.
+	"body-unreadable": {Status: http.StatusBadRequest, Detail: "the request body could not be read"},
+	"body-too-large":  {Status: http.StatusRequestEntityTooLarge, Detail: "the request body is larger than this server accepts"},
+}
+
+// titles are RFC 9110's reason phrases, which all three packages write. Go 1.19's http.StatusText still has
+// RFC 7231's names for 413 and 422 ("Request Entity Too Large", "Unprocessable Entity").
+var titles = map[int]string{
+	http.StatusBadRequest:            "Bad Request",
+	http.StatusConflict:              "Conflict",
+	http.StatusRequestEntityTooLarge: "Content Too Large",
+	http.StatusUnprocessableEntity:   "Unprocessable Content",
+	http.StatusInternalServerError:   "Internal Server Error",
+	http.StatusServiceUnavailable:    "Service Unavailable",
+}
+
+// problemBody is the JSON of the problem named code.
+func problemBody(code string) []byte {
+	p, ok := problems[code]
+	if !ok {
+		panic("idemhttp: unknown problem " + code) // a bug here, not a request's fault
+	}
+	p.Type, p.Title, p.Code = "about:blank", titles[p.Status], code
+	body, err := json.Marshal(p)
+	if err != nil {
+		panic(err) // strings and an int always marshal
+	}
+	return body
+}
+
+// writeProblem answers the problem named code; retryAfter > 0 adds Retry-After.
+func writeProblem(w http.ResponseWriter, code string, retryAfter int) {
+	body := problemBody(code)
+	h := w.Header()
+	h.Set("Content-Type", "application/problem+json")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	if retryAfter > 0 {
+		h.Set("Retry-After", strconv.Itoa(retryAfter))
+	}
+	w.WriteHeader(problems[code].Status)
+	_, _ = w.Write(body) // the client may be gone: nothing left to do about it
+}

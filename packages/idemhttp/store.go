@@ -1,0 +1,155 @@
+package idemhttp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgconn"
+	"github.com/jackc/pgx/v4"
+)
+
+// DB is the part of a pgx v4 connection pool the middleware uses; *pgxpool.Pool satisfies it. Give it a pool,
+// not a transaction: the claim must commit on its own before the handler runs, so that a duplicate sees it.
+type DB interface {
+	QueryRow(ctx context.Context, sql string, args ...interface{}) pgx.Row
+	Exec(ctx context.Context, sql string, args ...interface{}) (pgconn.CommandTag, error)
+}
+
+// claim is the part of idem_result the middleware reads.
+type claim struct {
+	outcome    string
+	token      int64
+	status     int
+	body       []byte // response_bytes: the body exactly as first sent
+	headers    map[string]string
+	retryAfter int
+}
+
+// The one SQL surface of the three packages. Fields by name, never (r).*: a newer idem_result may grow columns.
+// Every value is a bind parameter.
+const (
+	claimJSONSQL = `SELECT (r).outcome, (r).token, (r).status_code, (r).response_bytes, (r).headers, (r).retry_after
+	  FROM (SELECT idem_claim($1, $2, jsonb_build_object('method', $3::text, 'target', $4::text, 'body', $5::jsonb),
+	                          lease => $6::interval, wait => $7::interval) AS r) s`
+	claimBytesSQL = `SELECT (r).outcome, (r).token, (r).status_code, (r).response_bytes, (r).headers, (r).retry_after
+	  FROM (SELECT idem_claim($1, $2, $3::bytea, lease => $4::interval, wait => $5::interval) AS r) s`
+	finishSQL  = `SELECT idem_finish($1, $2, $3, $4, $5::bytea, headers => $6::jsonb, retention => $7::interval)`
+	releaseSQL = `SELECT idem_release($1, $2, $3)`
+)
+
+// request is what the fingerprint covers: method, target (path and query as sent) and body.
+type request struct {
+	method, target string
+	body           []byte
+	json           bool // Content-Type application/json or application/*+json
+}
+
+// claimKey runs idem_claim. A JSON body is fingerprinted by its canonical JSON, so key order, spacing and 1.0
+// against 1 do not make another request; a body PostgreSQL cannot read as jsonb (bad JSON 22P02, \u0000
+// 22P05, bad UTF-8 22021) and every other body counts by its bytes.
+func claimKey(ctx context.Context, db DB, c *config, scope, key string, req request) (*claim, error) {
+	if req.json && len(req.body) > 0 {
+		row := db.QueryRow(ctx, claimJSONSQL, scope, key, req.method, req.target, string(req.body),
+			interval(c.lease), interval(c.wait))
+		cl, err := scanClaim(row)
+		if code := sqlState(err); code != "22P02" && code != "22P05" && code != "22021" {
+			return cl, err
+		}
+	}
+	fingerprint := make([]byte, 0, len(req.method)+len(req.target)+2+len(req.body))
+	fingerprint = append(append(append(append(fingerprint, req.method...), ' '), req.target...), '\n')
+	fingerprint = append(fingerprint, req.body...)
+	row := db.QueryRow(ctx, claimBytesSQL, scope, key, fingerprint, interval(c.lease), interval(c.wait))
+	return scanClaim(row)
+}
+
+func scanClaim(row pgx.Row) (*claim, error) {
+	var (
+		cl                 claim
+		token              *int64
+		status, retryAfter *int32
+		headers            []byte
+	)
+	if err := row.Scan(&cl.outcome, &token, &status, &cl.body, &headers, &retryAfter); err != nil {
+		return nil, err
+	}
+	if token != nil {
+		cl.token = *token
+	}
+	if status != nil {
+		cl.status = int(*status)
+	}
+	if retryAfter != nil {
+		cl.retryAfter = int(*retryAfter)
+	}
+	if headers != nil {
+		var err error
+		if cl.headers, err = decodeHeaders(headers); err != nil {
+			return nil, err
+		}
+	}
+	return &cl, nil
+}
+
+// decodeHeaders reads the stored headers object. Values are strings when this package stored them; another
+// writer (a reconciler in SQL) may have stored numbers, which are repeated as their JSON text.
+func decodeHeaders(raw []byte) (map[string]string, error) {
+	var values map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &values); err != nil {
+		return nil, fmt.Errorf("stored headers: %w", err)
+	}
+	headers := make(map[string]string, len(values))
+	for name, value := range values {
+		var s string
+		if json.Unmarshal(value, &s) != nil {
+			s = string(value)
+		}
+		headers[name] = s
+	}
+	return headers, nil
+}
+
+// finishKey stores the answer with idem_finish: the bytea overload, so a replay repeats the body byte for byte
+// (jsonb would reorder and respace it); an empty body is stored as NULL.
+func finishKey(ctx context.Context, db DB, c *config, a *Attempt, status int, body []byte, headers map[string]string) error {
+	headersJSON, err := json.Marshal(headers)
+	if err != nil {
+		return err
+	}
+	if len(body) == 0 {
+		body = nil
+	}
+	_, err = db.Exec(ctx, finishSQL, a.Scope, a.Key, a.Token, int32(status), body, string(headersJSON),
+		interval(c.retention))
+	return err
+}
+
+// releaseKey gives the key back with idem_release; false means the token no longer owned it.
+func releaseKey(ctx context.Context, db DB, a *Attempt) (bool, error) {
+	var released bool
+	err := db.QueryRow(ctx, releaseSQL, a.Scope, a.Key, a.Token).Scan(&released)
+	return released, err
+}
+
+// interval is a duration for an interval parameter, or NULL (the server's default; no wait) for 0. Text,
+// not a time.Duration: under the simple protocol (PreferSimpleProtocol, some poolers) pgx would send a
+// time.Duration as a bare integer.
+func interval(d time.Duration) interface{} {
+	if d == 0 {
+		return nil
+	}
+	return strconv.FormatInt(d.Microseconds(), 10) + " microseconds"
+}
+
+// sqlState is the SQLSTATE of a PostgreSQL error, or "" for any other error.
+func sqlState(err error) string {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Code
+	}
+	return ""
+}
