@@ -3,7 +3,7 @@
 # per stage and major.
 #   scripts/test.sh            all stages on every major
 #   scripts/test.sh STAGE...   only these (pgtest regress isolation upgrade portable lifecycle package crash worker
-#                              failover e2e pgbouncer drivers ha scaleout bench)
+#                              failover e2e http pgbouncer drivers ha scaleout bench)
 #   PG_MAJORS="15 18"          only these majors (default: all of SUPPORTED_MAJORS in scripts/pg_major.sh)
 # Every stage runs on 15, the host's own PostgreSQL. On 16, 17 and 18 the stages that exercise the server
 # (EVERY_MAJOR below) run too: 16 on the host from the pgserver wheel's tree (scripts/pg16.sh), 17 and 18
@@ -17,7 +17,7 @@ source scripts/pg_major.sh
 export PATH="$HOME/.cargo/bin:$PATH"
 
 stages=("$@")
-((${#stages[@]})) || stages=(pgtest regress isolation upgrade portable lifecycle package crash worker failover e2e pgbouncer drivers ha scaleout bench)
+((${#stages[@]})) || stages=(pgtest regress isolation upgrade portable lifecycle package crash worker failover e2e http pgbouncer drivers ha scaleout bench)
 EVERY_MAJOR=" pgtest regress isolation upgrade portable package crash worker failover bench "
 
 scratch_dir() { # a postgres-owned scratch directory with a short path (it holds Unix sockets)
@@ -124,6 +124,14 @@ stage_pgbouncer() {
 stage_drivers() {
   install_release
   bash tests/drivers/run.sh
+}
+
+# The Go, Python and Node middlewares (packages/): each package's own tests, then one HTTP behaviour suite
+# against a sample payments app on each, on the extension and on the portable edition (tests/http/README.md).
+stage_http() {
+  install_release
+  bash tests/http/setup.sh
+  bash tests/http/run.sh
 }
 
 # Failovers under an HA manager (pg_auto_failover 2.0, Debian's package for this major): the e2e services and

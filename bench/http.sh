@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# What each middleware costs per request: the sample payments app of tests/http with its middleware against the
+# same app without idempotency (IDEM_OFF=1), side by side on one throwaway PostgreSQL with the extension, new keys
+# and replays, 1 and 8 clients, interleaved rounds (bench/http/rounds.py), driven by bench/http/load.go.
+#   bash bench/http.sh            3 rounds of 5 s per cell (about 10 minutes); prints the table for docs/benchmarks.md
+#   bash bench/http.sh --smoke    one round of 1 s: every app and workload answers 2xx only; not a measurement
+# Knobs: BENCH_HTTP_LANGS ("go python node"), BENCH_HTTP_CLIENTS ("1 8"), BENCH_HTTP_ROUNDS (3),
+# BENCH_HTTP_SECONDS (5), BENCH_HTTP_SYNC (synchronous_commit: on), BENCH_HTTP_PORT (25640; the apps take the next two).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+smoke=
+case "${1:-}" in --smoke) smoke=1 ;; "") ;; *) echo "usage: $0 [--smoke]" >&2; exit 2 ;; esac
+port=${BENCH_HTTP_PORT:-25640}
+langs=${BENCH_HTTP_LANGS:-go python node}
+rounds=${BENCH_HTTP_ROUNDS:-$([ -n "$smoke" ] && echo 1 || echo 3)}
+seconds=${BENCH_HTTP_SECONDS:-$([ -n "$smoke" ] && echo 1 || echo 5)}
+
+# shellcheck disable=SC2086
+bash tests/http/setup.sh $langs
+work=$(mktemp -d /tmp/idem-bench-http.XXXXXX)
+chmod 755 "$work"
+cleanup() {
+  if [ -f "$work/pids" ]; then
+    while read -r pid; do
+      if grep -qs -e tests/http -e uvicorn "/proc/$pid/cmdline"; then kill -9 "$pid" 2>/dev/null || true; fi
+    done <"$work/pids"
+  fi
+  bash scripts/cluster.sh stop "$work/pg"
+  rm -rf "$work"
+}
+trap cleanup EXIT
+GO111MODULE=off go build -o "$work/load" bench/http/load.go
+
+bash scripts/cluster.sh start "$work/pg" "$port"
+admin=(psql -h "$work/pg" -p "$port" -U postgres -XqAt -v ON_ERROR_STOP=1)
+"${admin[@]}" -d postgres -c "ALTER SYSTEM SET synchronous_commit = '${BENCH_HTTP_SYNC:-on}'" \
+  -c "SELECT pg_reload_conf()" -c "CREATE ROLE shop LOGIN" -c "CREATE DATABASE bench_http OWNER shop" >/dev/null
+"${admin[@]}" -d bench_http -c "CREATE EXTENSION idem_keys"
+echo "bench/http: PostgreSQL $("${admin[@]}" -d postgres -c "SHOW server_version") on 127.0.0.1:$port," \
+  "synchronous_commit = $("${admin[@]}" -d postgres -c "SHOW synchronous_commit"), commit $(git rev-parse --short HEAD)," \
+  "$(nproc) cores"
+python3 -B bench/http/rounds.py --database-url "postgres://shop@127.0.0.1:$port/bench_http" --workdir "$work" \
+  --port $((port + 1)) --load "$work/load" --langs "$langs" --clients "${BENCH_HTTP_CLIENTS:-1 8}" \
+  --rounds "$rounds" --seconds "$seconds"

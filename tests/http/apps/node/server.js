@@ -1,0 +1,134 @@
+// The HTTP suite's payments app on idem-keys-express (tests/http/README.md): one route behind the middleware,
+// with customer ids that make the handler slow, fail, throw or leave its outcome unknown, so the suite can
+// check every rule of docs/integrations.md. Usage: node server.js PORT (127.0.0.1 only); DATABASE_URL,
+// IDEM_LEASE, IDEM_WAIT and IDEM_OFF from the environment.
+import { randomUUID } from 'node:crypto';
+import express from 'express';
+import pg from 'pg';
+import { idempotency, releaseOnError } from 'idem-keys-express';
+
+const port = Number(process.argv[2]);
+if (!Number.isInteger(port) || !process.env.DATABASE_URL) {
+  console.error('usage: DATABASE_URL=... node server.js PORT');
+  process.exit(2);
+}
+const LEASE = process.env.IDEM_LEASE || '30s';
+const WAIT = process.env.IDEM_WAIT || null;
+const OFF = process.env.IDEM_OFF === '1'; // the benchmark's baseline: no middleware at all
+
+const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL, max: 16 });
+pool.on('error', (err) => console.warn(`pool: ${err.message}`)); // an idle connection lost: the pool reconnects
+
+// Several apps may start at once on one database: the advisory lock, taken in the transaction that creates the
+// table, makes the second wait for the first instead of failing on a half-created type.
+async function createTable() {
+  const client = await pool.connect();
+  try {
+    await client.query('BEGIN');
+    await client.query("SELECT pg_advisory_xact_lock(hashtext('idem_keys sample app: payments table'))");
+    await client.query(`CREATE TABLE IF NOT EXISTS payments (
+      id bigserial PRIMARY KEY, tenant text NOT NULL, idempotency_key text, amount bigint NOT NULL,
+      currency text NOT NULL, customer_id text NOT NULL, created_at timestamptz NOT NULL DEFAULT now())`);
+    await client.query('COMMIT');
+  } catch (err) {
+    await client.query('ROLLBACK').catch(() => {});
+    throw err;
+  } finally {
+    client.release();
+  }
+}
+
+// The app's own problems, shaped like the middleware's.
+function problem(res, status, title, code, detail) {
+  res.status(status).type('application/problem+json')
+    .send(JSON.stringify({ type: 'about:blank', title, status, detail, code }));
+}
+
+// A stand-in for real authentication, which runs before the middleware: the tenant is the bearer token.
+function authenticate(req, res, next) {
+  const match = /^Bearer ([A-Za-z0-9_-]{1,64})$/.exec(req.get('Authorization') || '');
+  if (!match) {
+    problem(res, 401, 'Unauthorized', 'unauthenticated', 'send Authorization: Bearer <tenant>');
+    return;
+  }
+  req.tenant = match[1];
+  next();
+}
+
+function validPayment(p) {
+  return p !== null && typeof p === 'object' && Number.isSafeInteger(p.amount) && p.amount > 0
+    && typeof p.currency === 'string' && /^[A-Za-z]{3}$/.test(p.currency)
+    && typeof p.customer_id === 'string' && p.customer_id !== '';
+}
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+const paymentJson = (row) => ({ id: Number(row.id), tenant: row.tenant, amount: Number(row.amount),
+  currency: row.currency, customer_id: row.customer_id });
+
+async function createPayment(req, res) {
+  const pay = req.body;
+  if (!validPayment(pay)) {
+    problem(res, 400, 'Bad Request', 'invalid-payment',
+      'a JSON body with amount (an integer > 0), currency (3 letters) and customer_id (a non-empty string)');
+    return;
+  }
+  const attempt = req.idempotency; // undefined with IDEM_OFF=1
+  const slow = /^cus_slow_(\d+)$/.exec(pay.customer_id);
+  if (slow && Number(slow[1]) <= 60000) await sleep(Number(slow[1]));
+  switch (pay.customer_id) {
+    case 'cus_fail_503':
+      res.set('Retry-After', '1');
+      problem(res, 503, 'Service Unavailable', 'provider-unavailable', 'the payment provider refused; nothing was charged');
+      return;
+    case 'cus_fail_402':
+      problem(res, 402, 'Payment Required', 'card-declined', 'the card was declined');
+      return;
+    case 'cus_throw':
+      throw new Error('cus_throw: the handler failed');
+    case 'cus_unsettled':
+      attempt?.leaveUnsettled();
+      problem(res, 502, 'Bad Gateway', 'outcome-unknown', 'the payment provider did not answer: maybe charged');
+      return;
+    default:
+  }
+
+  // A recovered attempt's previous owner died (or ran past its lease) after claiming: it may have paid already.
+  let row;
+  if (attempt?.recovered) {
+    const { rows } = await pool.query(
+      'SELECT * FROM payments WHERE tenant = $1 AND idempotency_key = $2 ORDER BY id LIMIT 1', [req.tenant, attempt.key]);
+    [row] = rows;
+  }
+  if (!row) {
+    const { rows } = await pool.query(`INSERT INTO payments (tenant, idempotency_key, amount, currency, customer_id)
+      VALUES ($1, $2, $3, $4, $5) RETURNING *`, [req.tenant, attempt?.key ?? null, pay.amount, pay.currency, pay.customer_id]);
+    [row] = rows;
+  }
+  res.status(201).location(`/payments/${row.id}`).set('X-Request-Id', randomUUID())
+    .json({ ...paymentJson(row), attempt: attempt?.outcome ?? 'claimed' });
+}
+
+async function showPayment(req, res) {
+  const { rows } = /^\d{1,18}$/.test(req.params.id)
+    ? await pool.query('SELECT * FROM payments WHERE id = $1 AND tenant = $2', [req.params.id, req.tenant])
+    : { rows: [] };
+  if (!rows.length) {
+    problem(res, 404, 'Not Found', 'not-found', 'no such payment');
+    return;
+  }
+  res.json(paymentJson(rows[0]));
+}
+
+await createTable();
+const app = express();
+app.use(authenticate);
+if (!OFF) {
+  app.use(idempotency({ pool, scope: (req) => req.tenant, lease: LEASE, wait: WAIT, outcomeHeader: 'Idempotency-Outcome' }));
+}
+app.use(express.json());
+app.post('/payments', createPayment);
+app.get('/payments/:id', showPayment);
+if (!OFF) app.use(releaseOnError());
+
+app.listen(port, '127.0.0.1', () => console.log(`http sample (node) on 127.0.0.1:${port}${OFF ? ', IDEM_OFF' : ''}`));

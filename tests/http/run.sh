@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# The HTTP suite (tests/http/README.md): each middleware package's own tests, then every rule of
+# docs/integrations.md against the sample app built on each middleware, on a database with the extension and on
+# one with the portable edition. Needs tests/http/setup.sh first and the extension installed.
+# Usage: run.sh [go] [python] [node] (default: all three). Ports: HTTP_PG_PORT (default 25532) and HTTP_APP_PORT
+# (default 25580), below Linux's ephemeral range so no client connection holds a port an app restarts on.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+pg_port=${HTTP_PG_PORT:-25532}
+app_port=${HTTP_APP_PORT:-25580}
+langs=("$@")
+((${#langs[@]})) || langs=(go python node)
+start=$SECONDS
+
+work=$(mktemp -d /tmp/idem-http.XXXXXX)
+chmod 755 "$work" # the server runs as postgres and needs to reach its directory inside
+cleanup() {
+  # suite.py stops what it starts; this is for when it could not (killed, timed out). Only our own processes:
+  # a pid from the list is killed only if it still runs one of the sample apps.
+  if [ -f "$work/pids" ]; then
+    while read -r pid; do
+      if grep -qs -e tests/http -e uvicorn "/proc/$pid/cmdline"; then kill -9 "$pid" 2>/dev/null || true; fi
+    done <"$work/pids"
+  fi
+  bash scripts/cluster.sh stop "$work/pg"
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+bash scripts/cluster.sh start "$work/pg" "$pg_port"
+admin=(psql -h "$work/pg" -p "$pg_port" -U postgres -XqAt -v ON_ERROR_STOP=1)
+# The apps connect as shop, an ordinary role that owns its databases (so it may create the payments table).
+"${admin[@]}" -d postgres -c "CREATE ROLE shop LOGIN" -c "CREATE DATABASE http_ext OWNER shop" \
+  -c "CREATE DATABASE http_portable OWNER shop"
+"${admin[@]}" -d http_ext -c "CREATE EXTENSION idem_keys"
+python3 scripts/portable.py "$work/idem_keys_portable.sql" >/dev/null
+chmod 644 "$work/idem_keys_portable.sql"
+psql -h "$work/pg" -p "$pg_port" -U shop -XqAt -v ON_ERROR_STOP=1 -d http_portable -f "$work/idem_keys_portable.sql"
+ext_url="postgres://shop@127.0.0.1:$pg_port/http_ext"
+portable_url="postgres://shop@127.0.0.1:$pg_port/http_portable"
+echo "http: PostgreSQL on 127.0.0.1:$pg_port, idem_keys $("${admin[@]}" -d http_ext -c \
+  "SELECT extversion FROM pg_extension WHERE extname = 'idem_keys'") in http_ext, the portable edition" \
+  "$("${admin[@]}" -d http_portable -c "SELECT idem_keys_portable_version()") in http_portable"
+
+declare -A package=([go]=idemhttp [python]=idem-keys-asgi [node]=idem-keys-express)
+for lang in "${langs[@]}"; do
+  echo "--- ${package[$lang]}: the package's own tests"
+  t=$SECONDS
+  DATABASE_URL=$ext_url timeout --kill-after=10 300 bash "packages/${package[$lang]}/test.sh"
+  echo "--- ${package[$lang]}: ok in $((SECONDS - t)) s"
+done
+
+# A hard stop well inside CI's budget, whatever hangs.
+timeout --kill-after=10 600 python3 -B tests/http/suite.py --database-url "$ext_url" --workdir "$work" \
+  --port "$app_port" --label "on the extension" "${langs[@]}"
+timeout --kill-after=10 600 python3 -B tests/http/suite.py --database-url "$portable_url" --workdir "$work" \
+  --port "$app_port" --label "on the portable edition" "${langs[@]}"
+echo "http: total $((SECONDS - start)) s"

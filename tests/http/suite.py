@@ -1,0 +1,494 @@
+"""The HTTP behaviour suite: every rule of docs/integrations.md, checked the same way against the sample payments
+app built on each middleware (tests/http/README.md). Standard library only; loopback only; every wait bounded.
+
+    python3 tests/http/suite.py --database-url URL --workdir DIR --port PORT go [python] [node]
+"""
+import argparse
+import http.client
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
+from harness import Process  # noqa: E402  (the e2e suite's child-process plumbing)
+
+REPO = Path(__file__).resolve().parents[2]
+HOST = "127.0.0.1"
+LEASE = 4.0  # seconds: IDEM_LEASE of the app under test; every lease-driven check waits just past it
+PAY = {"amount": 1000, "currency": "EUR", "customer_id": "cus_1"}
+PROBLEM_TITLES = {400: "Bad Request", 409: "Conflict", 413: "Content Too Large", 422: "Unprocessable Content", 500: "Internal Server Error",
+                  503: "Service Unavailable"}
+
+
+@dataclass
+class Reply:
+    status: int
+    headers: dict  # lower-case names; several fields of one name joined with ", "
+    raw: bytes
+
+    def json(self):
+        return json.loads(self.raw)
+
+    def header(self, name):
+        return self.headers.get(name.lower())
+
+    @property
+    def replayed(self):
+        return self.header("Idempotent-Replayed") == "true"
+
+    @property
+    def outcome(self):
+        return self.header("Idempotency-Outcome")
+
+
+def send(port, method, path, body=b"", headers=(), timeout=10.0):
+    """One request on a fresh connection; headers is a list of (name, value) so a name may repeat."""
+    conn = http.client.HTTPConnection(HOST, port, timeout=timeout)
+    try:
+        conn.putrequest(method, path, skip_accept_encoding=True)
+        for name, value in headers:
+            conn.putheader(name, value)
+        if body or method in ("POST", "PATCH"):
+            conn.putheader("Content-Length", str(len(body)))
+        conn.endheaders(body or None)
+        resp = conn.getresponse()
+        raw = resp.read()
+        merged = {}
+        for name, value in resp.getheaders():
+            merged[name.lower()] = f"{merged[name.lower()]}, {value}" if name.lower() in merged else value
+        return Reply(resp.status, merged, raw)
+    finally:
+        conn.close()
+
+
+class Failed(Exception):
+    pass
+
+
+def expect(condition, message):
+    if not condition:
+        raise Failed(message)
+
+
+def show(reply):
+    return f"{reply.status} {reply.raw[:200]!r}"
+
+
+def expect_problem(reply, status, code):
+    expect(reply.status == status, f"expected {status} {code}, got {show(reply)}")
+    expect(reply.header("Content-Type", ).split(";")[0].strip() == "application/problem+json",
+           f"{code}: Content-Type is {reply.header('Content-Type')!r}, not application/problem+json")
+    body = reply.json()
+    expect(list(body) == ["type", "title", "status", "detail", "code"], f"{code}: problem fields {list(body)}")
+    expect(body["type"] == "about:blank" and body["status"] == status and body["code"] == code,
+           f"{code}: problem {body}")
+    expect(body["title"] == PROBLEM_TITLES[status], f"{code}: title {body['title']!r}")
+    expect(isinstance(body["detail"], str) and body["detail"], f"{code}: no detail")
+
+
+class App:
+    """One sample app (tests/http/serve.sh LANG PORT), restartable, with its payments table read through psql."""
+
+    def __init__(self, lang, port, database_url, workdir, **env):
+        self.lang, self.port, self.database_url = lang, port, database_url
+        self.process = Process(f"http-{lang}-{port}", ["bash", str(REPO / "tests/http/serve.sh"), lang, str(port)],
+                               {"DATABASE_URL": database_url, "IDEM_LEASE": f"{LEASE:g}s", **env}, workdir)
+
+    def start(self):
+        self.process.start()
+        self.process.wait_listening(self.port, timeout=30)
+
+    def kill(self):
+        self.process.popen.send_signal(signal.SIGKILL)
+        self.process.popen.wait(5)
+
+    def stop(self):
+        self.process.stop()
+
+    def post(self, key, body=PAY, tenant="acme", path="/payments", content_type="application/json", extra=(),
+             timeout=10.0):
+        raw = body if isinstance(body, bytes) else json.dumps(body).encode()
+        headers = [("Content-Type", content_type)]
+        if tenant is not None:
+            headers.append(("Authorization", f"Bearer {tenant}"))
+        if key is not None:
+            headers.append(("Idempotency-Key", key))
+        return send(self.port, "POST", path, raw, headers + list(extra), timeout)
+
+    def get(self, path, tenant, extra=()):
+        return send(self.port, "GET", path, b"", [("Authorization", f"Bearer {tenant}"), *extra])
+
+    def sql(self, query, **values):
+        args = ["psql", self.database_url, "-XqtA", "-v", "ON_ERROR_STOP=1"]
+        for name, value in values.items():
+            args += ["-v", f"{name}={value}"]
+        out = subprocess.run(args, input=query + "\n", capture_output=True, text=True, timeout=20, check=True)
+        return out.stdout.strip()
+
+    def payments(self, tenant, key=None):
+        if key is None:
+            return int(self.sql("SELECT count(*) FROM payments WHERE tenant = :'t'", t=tenant))
+        return int(self.sql("SELECT count(*) FROM payments WHERE tenant = :'t' AND idempotency_key = :'k'",
+                            t=tenant, k=key))
+
+
+def later(fn, *args, **kwargs):
+    """Runs fn in a thread; .result() waits for it (bounded by the request's own timeout)."""
+    box = {}
+
+    def run():
+        try:
+            box["reply"] = fn(*args, **kwargs)
+        except Exception as e:  # surfaced by result()
+            box["error"] = e
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+
+    class Pending:
+        @staticmethod
+        def result():
+            thread.join(60)
+            if "error" in box:
+                raise box["error"]
+            expect("reply" in box, "a request did not end within 60 s")
+            return box["reply"]
+    return Pending
+
+
+def fresh(prefix):
+    return f"{prefix}-{uuid.uuid4().hex[:12]}"
+
+
+# ---- the checks: each gets the running app, raises Failed with what it saw -----------------------------------
+
+def check_key_missing(app):
+    tenant = fresh("t")
+    expect_problem(app.post(None, tenant=tenant), 400, "key-missing")
+    expect(app.payments(tenant) == 0, "a request without a key reached the handler")
+
+
+def check_key_malformed(app):
+    tenant = fresh("t")
+    bad = ['"unclosed', "two words", "k" * 256, '""', "", '"a\\qb"', '"ab"c', '"abc";p=1', "caf\xe9", 'ab"c',
+           "back\\slash", '"' + "k" * 256 + '"']
+    for value in bad:
+        reply = app.post(value, tenant=tenant)
+        expect(reply.status == 400, f"key {value[:40]!r}: {show(reply)}")
+        expect_problem(reply, 400, "key-malformed")
+    reply = send(app.port, "POST", "/payments", json.dumps(PAY).encode(),
+                 [("Content-Type", "application/json"), ("Authorization", f"Bearer {tenant}"),
+                  ("Idempotency-Key", "one"), ("Idempotency-Key", "two")])
+    expect_problem(reply, 400, "key-malformed")
+    expect(app.payments(tenant) == 0, "a malformed key reached the handler")
+
+
+def check_body_too_large(app):
+    """The middleware holds the body in memory to fingerprint it: past its limit (1 MiB by default), 413."""
+    tenant, key = fresh("t"), fresh("k")
+    padded = json.dumps({**PAY, "note": "x" * (1 << 20)}).encode()
+    expect_problem(app.post(key, padded, tenant=tenant), 413, "body-too-large")
+    expect(app.payments(tenant) == 0, "a body over the limit reached the handler")
+    expect(app.post(key, tenant=tenant).status == 201, "the key was claimed by the refused request")
+
+
+def check_key_forms(app):
+    tenant = fresh("t")
+    key = fresh("k")
+    first = app.post(f'"{key}"', tenant=tenant)
+    expect(first.status == 201 and not first.replayed, f"quoted key: {show(first)}")
+    again = app.post(key, tenant=tenant)
+    expect(again.status == 201 and again.replayed and again.raw == first.raw, f"the bare form of the same key: "
+           f"{show(again)}")
+    longest = "k" * 255
+    expect(app.post(longest, tenant=tenant).status == 201, "a 255-character key is refused")
+    spaced = app.post('"two words \\"quoted\\" and \\\\"', tenant=tenant)
+    expect(spaced.status == 201, f"a quoted key with a space and escapes: {show(spaced)}")
+    expect(app.payments(tenant) == 3, f"payments: {app.payments(tenant)}, expected 3")
+
+
+def check_replay_byte_for_byte(app):
+    tenant, key = fresh("t"), fresh("k")
+    first = app.post(key, tenant=tenant)
+    expect(first.status == 201, f"first: {show(first)}")
+    expect(first.header("Idempotent-Replayed") is None, "the first answer says it is a replay")
+    expect(first.header("X-Request-Id"), "the sample app's X-Request-Id is missing")
+    expect(first.json()["attempt"] == "claimed", f"attempt: {first.json()}")
+    for _ in range(2):
+        again = app.post(key, tenant=tenant)
+        expect(again.status == 201 and again.replayed, f"retry: {show(again)}")
+        expect(again.raw == first.raw, f"replayed body differs: {again.raw!r} vs {first.raw!r}")
+        for name in ("Location", "Content-Type"):
+            expect(again.header(name) == first.header(name), f"{name}: {again.header(name)!r}, first "
+                   f"{first.header(name)!r}")
+        expect(again.header("X-Request-Id") is None, "a header off the allow-list was replayed")
+    expect(app.payments(tenant, key) == 1, "the replays charged again")
+
+
+def check_canonical_json(app):
+    tenant, key = fresh("t"), fresh("k")
+    first = app.post(key, b'{"amount": 1000, "currency": "EUR", "customer_id": "cus_1"}', tenant=tenant)
+    reordered = app.post(key, b'{ "customer_id":"cus_1",\n  "currency":"EUR","amount":1000 }', tenant=tenant)
+    expect(reordered.status == 201 and reordered.replayed and reordered.raw == first.raw,
+           f"the same JSON with other key order and spacing: {show(reordered)}")
+    expect(app.payments(tenant, key) == 1, "charged twice")
+
+
+def check_key_reused(app):
+    tenant, key = fresh("t"), fresh("k")
+    expect(app.post(key, tenant=tenant).status == 201, "first")
+    expect_problem(app.post(key, {**PAY, "amount": 2000}, tenant=tenant), 422, "key-reused")
+    expect_problem(app.post(key, tenant=tenant, path="/payments?expand=customer"), 422, "key-reused")
+    expect_problem(app.post(key, json.dumps(PAY).encode(), tenant=tenant, content_type="text/plain"), 422,
+                   "key-reused")
+    expect(app.payments(tenant, key) == 1, "a reused key reached the handler")
+
+
+def check_bytes_fingerprint(app):
+    """A body that is not JSON by its Content-Type counts by its bytes."""
+    tenant, key = fresh("t"), fresh("k")
+    body = b'{"amount": 1000, "currency": "EUR", "customer_id": "cus_1"}'
+    first = app.post(key, body, tenant=tenant, content_type="text/plain")
+    again = app.post(key, body, tenant=tenant, content_type="text/plain")
+    expect(again.replayed and again.status == first.status and again.raw == first.raw,
+           f"the same bytes: {show(again)} after {show(first)}")
+    respaced = app.post(key, body.replace(b": ", b":"), tenant=tenant, content_type="text/plain")
+    expect_problem(respaced, 422, "key-reused")
+
+
+def check_in_progress(app):
+    tenant, key = fresh("t"), fresh("k")
+    slow = {**PAY, "customer_id": "cus_slow_1500"}
+    pending = later(app.post, key, slow, tenant=tenant)
+    time.sleep(0.4)
+    busy = app.post(key, slow, tenant=tenant)
+    expect_problem(busy, 409, "request-in-progress")
+    retry_after = busy.header("Retry-After")
+    expect(retry_after is not None and retry_after.isdigit() and int(retry_after) >= 1,
+           f"Retry-After: {retry_after!r}")
+    first = pending.result()
+    expect(first.status == 201 and first.outcome == "claimed", f"the first attempt: {show(first)}")
+    after = app.post(key, slow, tenant=tenant)
+    expect(after.replayed and after.raw == first.raw, f"after it ended: {show(after)}")
+    expect(app.payments(tenant, key) == 1, "charged twice")
+
+
+def check_retryable_releases(app):
+    tenant, key = fresh("t"), fresh("k")
+    refused = app.post(key, {**PAY, "customer_id": "cus_fail_503"}, tenant=tenant)
+    expect(refused.status == 503 and not refused.replayed, f"cus_fail_503: {show(refused)}")
+    expect(refused.header("Retry-After") == "1", "the app's own Retry-After is lost")
+    # Released: the key is free again, even for another body.
+    ok = app.post(key, tenant=tenant)
+    expect(ok.status == 201 and ok.outcome == "claimed", f"after a 503 the key is not free: {show(ok)}")
+    expect(app.payments(tenant, key) == 1, "payments")
+
+
+def check_error_answers_stored(app):
+    tenant = fresh("t")
+    for body, status in (({**PAY, "customer_id": "cus_fail_402"}, 402), ({**PAY, "amount": -5}, 400)):
+        key = fresh("k")
+        first = app.post(key, body, tenant=tenant)
+        expect(first.status == status and not first.replayed, f"{body}: {show(first)}")
+        again = app.post(key, body, tenant=tenant)
+        expect(again.status == status and again.replayed and again.raw == first.raw,
+               f"the {status} is not replayed: {show(again)}")
+        expect(again.header("Content-Type") == first.header("Content-Type"), "Content-Type not replayed")
+    expect(app.payments(tenant) == 0, "payments")
+
+
+def check_throw_releases(app):
+    tenant, key = fresh("t"), fresh("k")
+    thrown = app.post(key, {**PAY, "customer_id": "cus_throw"}, tenant=tenant)
+    expect(thrown.status == 500 and not thrown.replayed, f"cus_throw: {show(thrown)}")
+    again = app.post(key, {**PAY, "customer_id": "cus_throw"}, tenant=tenant)
+    expect(again.status == 500 and again.outcome == "claimed", f"after a throw the key is not free: {show(again)}")
+    ok = app.post(key, tenant=tenant)
+    expect(ok.status == 201 and ok.outcome == "claimed", f"another body after a throw: {show(ok)}")
+
+
+def check_unsettled(app):
+    tenant, key = fresh("t"), fresh("k")
+    body = {**PAY, "customer_id": "cus_unsettled"}
+    first = app.post(key, body, tenant=tenant)
+    expect(first.status == 502 and first.outcome == "claimed", f"cus_unsettled: {show(first)}")
+    expect_problem(app.post(key, body, tenant=tenant), 409, "request-in-progress")
+    time.sleep(LEASE + 0.3)
+    recovered = app.post(key, body, tenant=tenant)
+    expect(recovered.status == 502 and recovered.outcome == "recovered",
+           f"after the lease the key is not recovered: {show(recovered)} {recovered.outcome}")
+
+
+def check_lease_lost(app):
+    """A handler that outlives its lease: the request that took over answers, the late one is fenced off."""
+    tenant, key = fresh("t"), fresh("k")
+    slow = {**PAY, "customer_id": "cus_slow_5500"}
+    late = later(app.post, key, slow, tenant=tenant)
+    time.sleep(LEASE + 0.5)
+    taker = later(app.post, key, slow, tenant=tenant)
+    late_reply = late.result()
+    expect_problem(late_reply, 409, "lease-lost")
+    expect(late_reply.header("Retry-After") == "1", f"lease-lost Retry-After: {late_reply.header('Retry-After')}")
+    taken = taker.result()
+    expect(taken.status == 201 and taken.json()["attempt"] == "recovered", f"the request that took over: "
+           f"{show(taken)}")
+    replay = app.post(key, slow, tenant=tenant, timeout=15)
+    expect(replay.replayed and replay.raw == taken.raw, f"the replay is not the new owner's answer: {show(replay)}")
+    # The late handler's row came first; the owner that took over found it as a recovered attempt must.
+    expect(app.payments(tenant, key) == 1, f"payments: {app.payments(tenant, key)}")
+
+
+def check_sigkill_recovery(app):
+    tenant, key = fresh("t"), fresh("k")
+    slow = {**PAY, "customer_id": "cus_slow_2000"}
+    pending = later(app.post, key, slow, tenant=tenant)
+    time.sleep(0.5)
+    app.kill()
+    try:
+        pending.result()
+        raise Failed("the killed app answered")
+    except (ConnectionError, http.client.HTTPException):
+        pass  # the client saw the connection die: it will retry
+    app.start()
+    expect_problem(app.post(key, slow, tenant=tenant), 409, "request-in-progress")
+    time.sleep(LEASE)
+    recovered = app.post(key, slow, tenant=tenant)
+    expect(recovered.status == 201 and recovered.outcome == "recovered" and recovered.json()["attempt"] == "recovered",
+           f"after the crash: {show(recovered)}")
+    again = app.post(key, slow, tenant=tenant)
+    expect(again.replayed and again.raw == recovered.raw, f"replay after recovery: {show(again)}")
+    expect(app.payments(tenant, key) == 1, f"payments: {app.payments(tenant, key)}")
+
+
+def check_scope_per_tenant(app):
+    key = fresh("k")
+    acme, globex = fresh("acme"), fresh("globex")
+    a = app.post(key, tenant=acme)
+    b = app.post(key, tenant=globex)
+    expect(a.status == 201 and b.status == 201 and not b.replayed, f"another tenant's same key: {show(b)}")
+    expect(a.json()["id"] != b.json()["id"], "two tenants got one payment")
+    expect(app.post(key, tenant=acme).raw == a.raw and app.post(key, tenant=globex).raw == b.raw,
+           "a tenant's replay is not its own answer")
+    reused = app.post(key, {**PAY, "amount": 5}, tenant=globex)
+    expect_problem(reused, 422, "key-reused")
+    expect(app.post(key, tenant=None).status == 401, "no authentication must be the app's 401")
+    expect(app.payments(acme, key) == 1 and app.payments(globex, key) == 1, "payments per tenant")
+
+
+def check_other_methods_pass(app):
+    tenant = fresh("t")
+    made = app.post(fresh("k"), tenant=tenant)
+    location = made.header("Location")
+    seen = app.get(location, tenant, extra=[("Idempotency-Key", "not a valid key")])
+    expect(seen.status == 200 and json.loads(seen.raw)["id"] == made.json()["id"], f"GET: {show(seen)}")
+    expect(seen.header("Idempotent-Replayed") is None and seen.outcome is None, "the middleware touched a GET")
+    expect(app.get(location, fresh("other")).status == 404, "another tenant read the payment")
+
+
+def check_retry_storm(app):
+    """16 keys, 6 clients each, all at once, each retrying on 409 until it holds an answer: one payment per key,
+    one answer per key, every client holding it."""
+    tenant = fresh("t")
+    keys = [fresh("k") for _ in range(16)]
+    body = {**PAY, "customer_id": "cus_slow_150"}
+    answers = {k: [] for k in keys}
+    claimed = {k: 0 for k in keys}
+    lock = threading.Lock()
+
+    def client(key):
+        end = time.monotonic() + 30
+        while time.monotonic() < end:
+            reply = app.post(key, body, tenant=tenant, timeout=15)
+            if reply.status == 409:
+                time.sleep(0.05)
+                continue
+            with lock:
+                answers[key].append(reply)
+                claimed[key] += not reply.replayed
+            return
+
+    threads = [threading.Thread(target=client, args=(k,), daemon=True) for k in keys for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(40)
+    for key in keys:
+        got = answers[key]
+        expect(len(got) == 6, f"{key}: {len(got)} of 6 clients got an answer")
+        expect(all(r.status == 201 and r.raw == got[0].raw for r in got), f"{key}: answers differ")
+        expect(claimed[key] == 1, f"{key}: {claimed[key]} answers were not replays")
+        expect(app.payments(tenant, key) == 1, f"{key}: {app.payments(tenant, key)} payments")
+
+
+def check_server_side_wait(app):
+    """With IDEM_WAIT set, a duplicate waits for the first attempt and gets its answer instead of 409."""
+    tenant, key = fresh("t"), fresh("k")
+    slow = {**PAY, "customer_id": "cus_slow_1000"}
+    pending = later(app.post, key, slow, tenant=tenant)
+    time.sleep(0.3)
+    waited = app.post(key, slow, tenant=tenant)
+    first = pending.result()
+    expect(waited.status == 201 and waited.replayed and waited.raw == first.raw,
+           f"the duplicate did not wait for the answer: {show(waited)}")
+    expect(app.payments(tenant, key) == 1, "payments")
+
+
+CHECKS = [check_key_missing, check_key_malformed, check_body_too_large, check_key_forms, check_replay_byte_for_byte,
+          check_canonical_json, check_key_reused, check_bytes_fingerprint, check_in_progress,
+          check_retryable_releases, check_error_answers_stored, check_throw_releases, check_scope_per_tenant,
+          check_other_methods_pass, check_retry_storm, check_unsettled, check_lease_lost, check_sigkill_recovery]
+WAIT_CHECKS = [check_server_side_wait]
+
+
+def run_checks(app, checks, results):
+    for check in checks:
+        name = check.__name__.removeprefix("check_")
+        start = time.monotonic()
+        try:
+            check(app)
+            results.append((app.lang, name, "ok", f"{time.monotonic() - start:.1f} s"))
+        except Exception as e:  # noqa: BLE001 — one broken check must not hide the others
+            detail = str(e) if isinstance(e, Failed) else f"{type(e).__name__}: {e}"
+            results.append((app.lang, name, "FAILED", detail))
+            print(f"-- {app.lang} {name}: {detail}\n-- last lines of {app.process.log_path}:\n"
+                  f"{app.process.log_tail()}", flush=True)
+            if app.process.popen.poll() is not None:  # a check that killed it must not fail the rest
+                app.start()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--database-url", required=True)
+    parser.add_argument("--workdir", required=True)
+    parser.add_argument("--port", type=int, required=True, help="the apps listen on this port and the next")
+    parser.add_argument("--label", default="", help="printed with the results (which database)")
+    parser.add_argument("langs", nargs="+")
+    args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so the finally blocks stop the apps
+    results = []
+    for lang in args.langs:
+        for checks, env in ((CHECKS, {}), (WAIT_CHECKS, {"IDEM_WAIT": "5s"})):
+            app = App(lang, args.port, args.database_url, args.workdir, **env)
+            try:
+                app.start()
+                run_checks(app, checks, results)
+            finally:
+                app.stop()
+    width = max(len(r[1]) for r in results)
+    print(f"\nHTTP suite{' ' + args.label if args.label else ''}:")
+    for lang, name, verdict, detail in results:
+        print(f"  {lang:<7} {name:<{width}}  {verdict:<6} {detail}")
+    failed = sum(r[2] != "ok" for r in results)
+    print(f"http: {len(results) - failed} passed, {failed} failed")
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
