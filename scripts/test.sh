@@ -132,6 +132,7 @@ stage_http() {
   install_release
   bash tests/http/setup.sh
   bash tests/http/run.sh
+  bash bench/http.sh --smoke # the middlewares' benchmark runs, so it never rots (not a measurement)
 }
 
 # Failovers under an HA manager (pg_auto_failover 2.0, Debian's package for this major): the e2e services and
