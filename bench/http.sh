@@ -8,6 +8,7 @@
 # BENCH_HTTP_SECONDS (5), BENCH_HTTP_SYNC (synchronous_commit: on), BENCH_HTTP_PORT (25640; the apps take the next two).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source tests/lib.sh
 smoke=
 case "${1:-}" in --smoke) smoke=1 ;; "") ;; *) echo "usage: $0 [--smoke]" >&2; exit 2 ;; esac
 port=${BENCH_HTTP_PORT:-25640}
@@ -20,11 +21,7 @@ bash tests/http/setup.sh $langs
 work=$(mktemp -d /tmp/idem-bench-http.XXXXXX)
 chmod 755 "$work"
 cleanup() {
-  if [ -f "$work/pids" ]; then
-    while read -r pid; do
-      if grep -qs -e tests/http -e uvicorn "/proc/$pid/cmdline"; then kill -9 "$pid" 2>/dev/null || true; fi
-    done <"$work/pids"
-  fi
+  kill_listed "$work/pids" tests/http uvicorn # rounds.py stops its apps; this is for when it could not
   bash scripts/cluster.sh stop "$work/pg"
   rm -rf "$work"
 }

@@ -23,6 +23,18 @@ processes_in() {
 }
 no_process_in() { [ -z "$(processes_in "$1")" ]; }
 kill_processes_in() { local pid; for pid in $(processes_in "$1"); do kill -9 "$pid" 2>/dev/null || true; done; }
+# kill_listed FILE PATTERN...: SIGKILLs each pid listed in FILE (one per line; written by the Python harnesses'
+# Process) whose command line still contains one of the PATTERNs, so a reused pid is never someone else's. For a
+# cleanup trap, after a harness that could not stop its children (killed, timed out). Nothing if FILE is missing.
+kill_listed() {
+  local file=$1 pid pattern; shift
+  [ -f "$file" ] || return 0
+  while read -r pid; do
+    for pattern in "$@"; do
+      if grep -qs -e "$pattern" "/proc/$pid/cmdline"; then kill -9 "$pid" 2>/dev/null || true; break; fi
+    done
+  done <"$file"
+}
 # stop_child PID: ends a background child of this shell (a storm a failed check left running) and reaps it;
 # nothing if PID is empty.
 stop_child() { [ -z "$1" ] || { kill -TERM "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }; }

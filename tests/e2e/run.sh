@@ -8,6 +8,7 @@
 # could otherwise hold a port a restarted service needs to bind.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+source tests/lib.sh
 pg_port=${E2E_PG_PORT:-25432}
 http_port=${E2E_HTTP_PORT:-25480}
 start=$SECONDS
@@ -16,12 +17,8 @@ work=$(mktemp -d /tmp/idem-e2e.XXXXXX)
 chmod 755 "$work" # the server runs as postgres and needs to reach its directory inside
 cleanup() {
   # attack.py stops what it starts; this is for when it could not (killed, timed out). Only our own processes:
-  # a pid from the list is killed only if it still runs one of the examples.
-  if [ -f "$work/pids" ]; then
-    while read -r pid; do
-      if grep -qs examples/ "/proc/$pid/cmdline"; then kill -9 "$pid" 2>/dev/null || true; fi
-    done <"$work/pids"
-  fi
+  # a listed pid is killed only if it still runs one of the examples.
+  kill_listed "$work/pids" examples/
   bash scripts/pgbouncer.sh stop "$work/bouncer"
   bash scripts/cluster.sh stop "$work/pg"
   rm -rf "$work"

@@ -6,6 +6,7 @@
 # (default 25580), below Linux's ephemeral range so no client connection holds a port an app restarts on.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+source tests/lib.sh
 pg_port=${HTTP_PG_PORT:-25532}
 app_port=${HTTP_APP_PORT:-25580}
 langs=("$@")
@@ -15,13 +16,8 @@ start=$SECONDS
 work=$(mktemp -d /tmp/idem-http.XXXXXX)
 chmod 755 "$work" # the server runs as postgres and needs to reach its directory inside
 cleanup() {
-  # suite.py stops what it starts; this is for when it could not (killed, timed out). Only our own processes:
-  # a pid from the list is killed only if it still runs one of the sample apps.
-  if [ -f "$work/pids" ]; then
-    while read -r pid; do
-      if grep -qs -e tests/http -e uvicorn "/proc/$pid/cmdline"; then kill -9 "$pid" 2>/dev/null || true; fi
-    done <"$work/pids"
-  fi
+  # suite.py stops what it starts; this is for when it could not (killed, timed out).
+  kill_listed "$work/pids" tests/http uvicorn
   bash scripts/cluster.sh stop "$work/pg"
   rm -rf "$work"
 }

@@ -246,6 +246,10 @@ def check_key_reused(app):
     expect(app.post(key, tenant=tenant).status == 201, "first")
     expect_problem(app.post(key, {**PAY, "amount": 2000}, tenant=tenant), 422, "key-reused")
     expect_problem(app.post(key, tenant=tenant, path="/payments?expand=customer"), 422, "key-reused")
+    patched = send(app.port, "PATCH", "/payments", json.dumps(PAY).encode(),
+                   [("Content-Type", "application/json"), ("Authorization", f"Bearer {tenant}"),
+                    ("Idempotency-Key", key)])
+    expect_problem(patched, 422, "key-reused")  # the method is part of the request too
     expect_problem(app.post(key, json.dumps(PAY).encode(), tenant=tenant, content_type="text/plain"), 422,
                    "key-reused")
     expect(app.payments(tenant, key) == 1, "a reused key reached the handler")
