@@ -3,7 +3,7 @@
 # per stage and major.
 #   scripts/test.sh            all stages on every major
 #   scripts/test.sh STAGE...   only these (pgtest regress isolation upgrade portable lifecycle package crash worker
-#                              failover e2e http pgbouncer drivers ha scaleout bench)
+#                              failover e2e http powertools pgbouncer drivers ha scaleout bench)
 #   PG_MAJORS="15 18"          only these majors (default: all of SUPPORTED_MAJORS in scripts/pg_major.sh)
 # Every stage runs on 15, the host's own PostgreSQL. On 16, 17 and 18 the stages that exercise the server
 # (EVERY_MAJOR below) run too: 16 on the host from the pgserver wheel's tree (scripts/pg16.sh), 17 and 18
@@ -17,7 +17,7 @@ source scripts/pg_major.sh
 export PATH="$HOME/.cargo/bin:$PATH"
 
 stages=("$@")
-((${#stages[@]})) || stages=(pgtest regress isolation upgrade portable lifecycle package crash worker failover e2e http pgbouncer drivers ha scaleout bench)
+((${#stages[@]})) || stages=(pgtest regress isolation upgrade portable lifecycle package crash worker failover e2e http powertools pgbouncer drivers ha scaleout bench)
 EVERY_MAJOR=" pgtest regress isolation upgrade portable package crash worker failover bench "
 
 scratch_dir() { # a postgres-owned scratch directory with a short path (it holds Unix sockets)
@@ -133,6 +133,13 @@ stage_http() {
   bash tests/http/setup.sh
   bash tests/http/run.sh
   bash bench/http.sh --smoke # the middlewares' benchmark runs, so it never rots (not a measurement)
+}
+
+# The AWS Powertools stores for Python and TypeScript under Powertools' own decorators, on both editions, and
+# the comparison with Powertools' Redis store in smoke mode (tests/powertools/run.sh).
+stage_powertools() {
+  install_release
+  bash tests/powertools/run.sh
 }
 
 # Failovers under an HA manager (pg_auto_failover 2.0, Debian's package for this major): the e2e services and

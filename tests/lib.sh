@@ -35,6 +35,20 @@ kill_listed() {
     done
   done <"$file"
 }
+# edition_databases DIR PORT PREFIX: in the throwaway cluster in DIR, the ordinary role shop (LOGIN) and two
+# databases it owns (so it may create its tables): PREFIX_ext with the extension, made by postgres, and
+# PREFIX_portable with the portable edition, installed by shop, a non-superuser (docs/portable.md).
+edition_databases() {
+  local dir=$1 port=$2 prefix=$3 file
+  sql_at "$dir" "$port" -d postgres -c "DO \$\$BEGIN CREATE ROLE shop LOGIN; EXCEPTION WHEN duplicate_object THEN END\$\$" \
+    -c "CREATE DATABASE ${prefix}_ext OWNER shop" -c "CREATE DATABASE ${prefix}_portable OWNER shop"
+  sql_at "$dir" "$port" -d "${prefix}_ext" -c "CREATE EXTENSION idem_keys"
+  file=$(mktemp /tmp/idem_keys_portable.XXXXXX.sql)
+  python3 scripts/portable.py "$file" >/dev/null
+  chmod 644 "$file"
+  psql -X -q -At -v ON_ERROR_STOP=1 -h "$dir" -p "$port" -U shop -d "${prefix}_portable" -f "$file"
+  rm -f "$file"
+}
 # stop_child PID: ends a background child of this shell (a storm a failed check left running) and reaps it;
 # nothing if PID is empty.
 stop_child() { [ -z "$1" ] || { kill -TERM "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }; }
