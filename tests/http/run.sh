@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The HTTP suite (tests/http/README.md): each middleware package's own tests, then every rule of
+# The HTTP suite (tests/http/README.md): each middleware package's own tests (on both editions), then every rule of
 # docs/integrations.md against the sample app built on each middleware, on a database with the extension and on
 # one with the portable edition. Needs tests/http/setup.sh first and the extension installed.
 # Usage: run.sh [go] [python] [node] (default: all three). Ports: HTTP_PG_PORT (default 25532) and HTTP_APP_PORT
@@ -26,12 +26,7 @@ trap cleanup EXIT
 bash scripts/cluster.sh start "$work/pg" "$pg_port"
 admin=(psql -h "$work/pg" -p "$pg_port" -U postgres -XqAt -v ON_ERROR_STOP=1)
 # The apps connect as shop, an ordinary role that owns its databases (so it may create the payments table).
-"${admin[@]}" -d postgres -c "CREATE ROLE shop LOGIN" -c "CREATE DATABASE http_ext OWNER shop" \
-  -c "CREATE DATABASE http_portable OWNER shop"
-"${admin[@]}" -d http_ext -c "CREATE EXTENSION idem_keys"
-python3 scripts/portable.py "$work/idem_keys_portable.sql" >/dev/null
-chmod 644 "$work/idem_keys_portable.sql"
-psql -h "$work/pg" -p "$pg_port" -U shop -XqAt -v ON_ERROR_STOP=1 -d http_portable -f "$work/idem_keys_portable.sql"
+edition_databases "$work/pg" "$pg_port" http
 ext_url="postgres://shop@127.0.0.1:$pg_port/http_ext"
 portable_url="postgres://shop@127.0.0.1:$pg_port/http_portable"
 echo "http: PostgreSQL on 127.0.0.1:$pg_port, idem_keys $("${admin[@]}" -d http_ext -c \
@@ -42,7 +37,9 @@ declare -A package=([go]=idemhttp [python]=idem-keys-asgi [node]=idem-keys-expre
 for lang in "${langs[@]}"; do
   echo "--- ${package[$lang]}: the package's own tests"
   t=$SECONDS
-  DATABASE_URL=$ext_url timeout --kill-after=10 300 bash "packages/${package[$lang]}/test.sh"
+  for url in "$ext_url" "$portable_url"; do
+    DATABASE_URL=$url timeout --kill-after=10 300 bash "packages/${package[$lang]}/test.sh"
+  done
   echo "--- ${package[$lang]}: ok in $((SECONDS - t)) s"
 done
 
