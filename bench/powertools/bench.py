@@ -108,7 +108,7 @@ class Contender:
     def _decorate(self, store: BasePersistenceLayer, expires_after_seconds: int) -> Callable[..., Any]:
         # No payload_validation_jmespath: Powertools 3.37.0's Redis layer drops the payload hash when it stores
         # the result, so with validation every replay of it raises IdempotencyValidationError (the same bug as
-        # the TypeScript cache layer's, fixed there in powertools-lambda-typescript#5706). Without it, a replay
+        # the TypeScript cache layer's, since fixed upstream). Without it, a replay
         # of another payload under the same key is the stored result, as it is for both layers here.
         config = IdempotencyConfig(event_key_jmespath="order_id", expires_after_seconds=expires_after_seconds)
 

@@ -94,7 +94,7 @@ def test_concurrent_call_raises_in_progress(layer: IdemKeysPersistenceLayer) -> 
 
 
 def test_wait_gets_the_running_invocations_result(pool: ConnectionPool[Any], scope: str) -> None:
-    """Not in Powertools' own layers (its issue 2490): with `wait`, a duplicate waits instead of raising."""
+    """Not in Powertools' own layers (its users have asked for it): with `wait`, a duplicate waits instead of raising."""
     layer = IdemKeysPersistenceLayer(scope=scope, pool=pool, wait=timedelta(seconds=10))
     started = threading.Event()
     runs = []
