@@ -72,7 +72,7 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	// Not r.Context(): a client hanging up must not cancel the claim (its retry would then find the key
 	// claimed by nobody until the lease ends) nor, below, the finish that stores the answer it will retry for.
-	ctx, cancel := context.WithTimeout(context.Background(), m.c.storeTimeout+m.c.wait)
+	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout+m.c.wait)
 	cl, err := claimKey(ctx, m.db, m.c, scope, key, request{
 		method: r.Method, target: target(r), body: body, json: isJSON(r.Header.Get("Content-Type")),
 	})
@@ -135,7 +135,7 @@ func (m *middleware) run(w http.ResponseWriter, r *http.Request, body []byte, a 
 	case m.c.retryable[status]:
 		m.release(a, "retryable status "+strconv.Itoa(status))
 	default:
-		ctx, cancel := context.WithTimeout(context.Background(), m.c.storeTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 		err := finishKey(ctx, m.db, m.c, a, status, rec.body.Bytes(), storedHeaders(header, m.c.storedHeaders))
 		cancel()
 		if sqlState(err) == "55000" {
@@ -164,7 +164,7 @@ func (m *middleware) run(w http.ResponseWriter, r *http.Request, body []byte, a 
 
 // release gives the key back; a failure is only logged, the lease ends it anyway.
 func (m *middleware) release(a *Attempt, why string) {
-	ctx, cancel := context.WithTimeout(context.Background(), m.c.storeTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	defer cancel()
 	if released, err := releaseKey(ctx, m.db, a); err != nil {
 		m.c.logger.Printf("idemhttp: idem_release(%q, %q) (%s): %v", a.Scope, a.Key, why, err)

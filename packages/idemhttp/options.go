@@ -83,7 +83,6 @@ type config struct {
 	outcomeHeader          string
 	maxBodyBytes           int64
 	logger                 Logger
-	storeTimeout           time.Duration // see the constant
 }
 
 // storeTimeout bounds each SQL call (the claim gets Wait on top): the calls run on their own context, not the
@@ -103,7 +102,7 @@ func (o Options) config() (*config, error) {
 	}
 	c := &config{
 		scope: o.Scope, lease: o.Lease, wait: o.Wait, retention: o.Retention, keyOptional: o.KeyOptional,
-		outcomeHeader: http.CanonicalHeaderKey(o.OutcomeHeader), logger: o.Logger, storeTimeout: storeTimeout,
+		outcomeHeader: http.CanonicalHeaderKey(o.OutcomeHeader), logger: o.Logger,
 		methods: map[string]bool{}, retryable: map[int]bool{}, storedHeaders: map[string]string{},
 	}
 	methods := o.Methods

@@ -90,3 +90,14 @@ func TestIsJSON(t *testing.T) {
 		}
 	}
 }
+
+// An empty body, invalid UTF-8 or a NUL byte go to the bytes fingerprint without a claim that would only fail.
+func TestJSONText(t *testing.T) {
+	for body, want := range map[string]bool{
+		`{"a": 1}`: true, `"é"`: true, "": false, "{\xff}": false, "{\"a\": \"\x00\"}": false, "not json": true,
+	} {
+		if jsonText([]byte(body)) != want {
+			t.Errorf("jsonText(%q) != %v", body, want)
+		}
+	}
+}

@@ -17,18 +17,18 @@ type problem struct {
 
 // The answers the middleware makes itself, by code (docs/integrations.md, "Problems").
 var problems = map[string]problem{
-	"key-missing":         {Status: http.StatusBadRequest, Detail: "this request needs an Idempotency-Key"},
-	"key-malformed":       {Status: http.StatusBadRequest, Detail: "the key is not 1–255 characters, bare or as a quoted string"},
-	"request-in-progress": {Status: http.StatusConflict, Detail: "a request with this key is still running: retry after Retry-After"},
-	"lease-lost":          {Status: http.StatusConflict, Detail: "this request ran past its claim and another took the key over: retry to get that one's answer"},
-	"key-reused":          {Status: http.StatusUnprocessableEntity, Detail: "the key was used with another request"},
+	"key-missing":         {Status: http.StatusBadRequest, Detail: "this request needs an Idempotency-Key header"},
+	"key-malformed":       {Status: http.StatusBadRequest, Detail: "the Idempotency-Key must be one field of 1 to 255 characters, bare or as a quoted string"},
+	"request-in-progress": {Status: http.StatusConflict, Detail: "a request with this Idempotency-Key is still running: retry after Retry-After seconds"},
+	"lease-lost":          {Status: http.StatusConflict, Detail: "this request ran past its claim and another request took the key over: retry to get that one's answer"},
+	"key-reused":          {Status: http.StatusUnprocessableEntity, Detail: "this Idempotency-Key was used with another request"},
 	"scope-missing":       {Status: http.StatusInternalServerError, Detail: "the server could not tell whose request this is"},
-	"store-failed":        {Status: http.StatusInternalServerError, Detail: "the answer could not be stored: retry later with the same key"},
-	"store-unavailable":   {Status: http.StatusServiceUnavailable, Detail: "the idempotency store could not be reached, nothing was done"},
-	// Not in the shared table: a body the server could not read (the client went away mid-body, or a
-	// http.MaxBytesReader before the middleware refused its size). Nothing was claimed.
+	"store-failed":        {Status: http.StatusInternalServerError, Detail: "the answer could not be stored: retry later with the same Idempotency-Key"},
+	"store-unavailable":   {Status: http.StatusServiceUnavailable, Detail: "the idempotency store could not be reached: nothing was done"},
+	// Not in the shared table: a body the server could not read (the client went away mid-body). Nothing was
+	// claimed.
 	"body-unreadable": {Status: http.StatusBadRequest, Detail: "the request body could not be read"},
-	"body-too-large":  {Status: http.StatusRequestEntityTooLarge, Detail: "the request body is larger than this server accepts"},
+	"body-too-large":  {Status: http.StatusRequestEntityTooLarge, Detail: "the request body is larger than this server accepts; nothing was claimed"},
 }
 
 // titles are RFC 9110's reason phrases, which all three packages write. Go 1.19's http.StatusText still has

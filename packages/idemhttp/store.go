@@ -1,12 +1,14 @@
 package idemhttp
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgconn"
 	"github.com/jackc/pgx/v4"
@@ -50,9 +52,10 @@ type request struct {
 
 // claimKey runs idem_claim. A JSON body is fingerprinted by its canonical JSON, so key order, spacing and 1.0
 // against 1 do not make another request; a body PostgreSQL cannot read as jsonb (bad JSON 22P02, \u0000
-// 22P05, bad UTF-8 22021) and every other body counts by its bytes.
+// 22P05) and every other body counts by its bytes. An empty body, invalid UTF-8 or a NUL byte cannot be jsonb
+// text at all, so they go to the bytes form without the round trip that would only fail.
 func claimKey(ctx context.Context, db DB, c *config, scope, key string, req request) (*claim, error) {
-	if req.json && len(req.body) > 0 {
+	if req.json && jsonText(req.body) {
 		row := db.QueryRow(ctx, claimJSONSQL, scope, key, req.method, req.target, string(req.body),
 			interval(c.lease), interval(c.wait))
 		cl, err := scanClaim(row)
@@ -152,4 +155,10 @@ func sqlState(err error) string {
 		return pgErr.Code
 	}
 	return ""
+}
+
+// jsonText tells whether a body could be jsonb text: not empty, valid UTF-8 and without a NUL byte (which no
+// PostgreSQL text holds). The three middlewares apply the same test.
+func jsonText(body []byte) bool {
+	return len(body) > 0 && utf8.Valid(body) && bytes.IndexByte(body, 0) < 0
 }

@@ -26,6 +26,19 @@ PAY = {"amount": 1000, "currency": "EUR", "customer_id": "cus_1"}
 PROBLEM_TITLES = {400: "Bad Request", 409: "Conflict", 413: "Content Too Large", 422: "Unprocessable Content", 500: "Internal Server Error",
                   503: "Service Unavailable"}
 
+# The details of docs/integrations.md's problem table: every middleware writes these very bytes.
+PROBLEM_DETAILS = {
+    "key-missing": "this request needs an Idempotency-Key header",
+    "key-malformed": "the Idempotency-Key must be one field of 1 to 255 characters, bare or as a quoted string",
+    "request-in-progress": "a request with this Idempotency-Key is still running: retry after Retry-After seconds",
+    "lease-lost": "this request ran past its claim and another request took the key over: retry to get that one's answer",
+    "body-too-large": "the request body is larger than this server accepts; nothing was claimed",
+    "key-reused": "this Idempotency-Key was used with another request",
+    "scope-missing": "the server could not tell whose request this is",
+    "store-failed": "the answer could not be stored: retry later with the same Idempotency-Key",
+    "store-unavailable": "the idempotency store could not be reached: nothing was done",
+}
+
 
 @dataclass
 class Reply:
@@ -90,7 +103,10 @@ def expect_problem(reply, status, code):
     expect(body["type"] == "about:blank" and body["status"] == status and body["code"] == code,
            f"{code}: problem {body}")
     expect(body["title"] == PROBLEM_TITLES[status], f"{code}: title {body['title']!r}")
-    expect(isinstance(body["detail"], str) and body["detail"], f"{code}: no detail")
+    expect(body["detail"] == PROBLEM_DETAILS[code], f"{code}: detail {body['detail']!r}")
+    canonical = json.dumps({"type": "about:blank", "title": PROBLEM_TITLES[status], "status": status,
+                            "detail": PROBLEM_DETAILS[code], "code": code}, separators=(",", ":")).encode()
+    expect(reply.raw == canonical, f"{code}: the body is not the shared compact JSON: {reply.raw!r}")
 
 
 class App:

@@ -48,3 +48,14 @@ def test_accepted(value, key):
 def test_malformed(value):
     assert parse_idempotency_key(value) is None
 
+
+
+@pytest.mark.parametrize(
+    ("body", "text"),
+    [(b'{"a": 1}', '{"a": 1}'), ('"é"'.encode(), '"é"'), (b"", None), (b"{\xff}", None), (b'{"a": "\x00"}', None)],
+)
+def test_json_text(body: bytes, text: str | None) -> None:
+    """An empty body, invalid UTF-8 or a NUL byte go to the bytes fingerprint without a claim that would only fail."""
+    from idem_keys_asgi.store import _as_text
+
+    assert _as_text(body) == text

@@ -6,11 +6,12 @@ import pytest
 from idem_keys_asgi import problems
 
 ALL = [(problems.KEY_MISSING, 400, "key-missing", None), (problems.KEY_MALFORMED, 400, "key-malformed", None),
+       (problems.BODY_TOO_LARGE, 413, "body-too-large", None),
        (problems.in_progress(7), 409, "request-in-progress", 7), (problems.LEASE_LOST, 409, "lease-lost", 1),
        (problems.KEY_REUSED, 422, "key-reused", None), (problems.SCOPE_MISSING, 500, "scope-missing", None),
        (problems.STORE_FAILED, 500, "store-failed", None),
        (problems.STORE_UNAVAILABLE, 503, "store-unavailable", 1)]
-TITLES = {400: "Bad Request", 409: "Conflict", 422: "Unprocessable Content", 500: "Internal Server Error",
+TITLES = {400: "Bad Request", 409: "Conflict", 413: "Content Too Large", 422: "Unprocessable Content", 500: "Internal Server Error",
           503: "Service Unavailable"}
 
 
@@ -29,3 +30,10 @@ def test_body_and_headers(problem, status, code, retry_after):
 @pytest.mark.parametrize("server_says,client_waits", [(None, 1), (0, 1), (1, 1), (42, 42)])
 def test_in_progress_waits_at_least_a_second(server_says, client_waits):
     assert problems.in_progress(server_says).retry_after == client_waits
+
+
+def test_the_bytes_are_compact_json():
+    """The same bytes as the Go and Node packages write."""
+    assert problems.KEY_REUSED.body() == (b'{"type":"about:blank","title":"Unprocessable Content","status":422,'
+                                          b'"detail":"this Idempotency-Key was used with another request",'
+                                          b'"code":"key-reused"}')

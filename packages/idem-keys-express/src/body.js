@@ -85,11 +85,13 @@ const JSON_TYPE = /^application\/(?:[!#$%&'*.^_`|~0-9a-z-]+\+)?json$/;
 const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 
 // Whether the body is fingerprinted as JSON (its canonical jsonb) rather than by its bytes: a JSON media type,
-// not compressed, and valid UTF-8 (anything else would reach the server altered by decoding).
+// not compressed, not empty, without a NUL byte (no PostgreSQL text holds one) and valid UTF-8 (anything else
+// would reach the server altered by decoding). The three middlewares apply the same test.
 export function isJsonBody(req, body) {
   const type = (req.headers['content-type'] || '').split(';')[0].trim().toLowerCase();
   const encoding = (req.headers['content-encoding'] || 'identity').trim().toLowerCase();
   if (!JSON_TYPE.test(type) || encoding !== 'identity') return false;
+  if (body.length === 0 || body.includes(0)) return false;
   try {
     utf8.decode(body);
     return true;

@@ -29,7 +29,8 @@ export function idempotency(options) {
 }
 
 // The first error handler after the routes: a handler that failed (threw, rejected, called next(err)) before
-// answering gets its key released, so a retry runs again, and the error goes on to Express's error path.
+// answering gets its key released, so a retry runs again, unless it left the key unsettled; the error goes on
+// to Express's error path.
 // Express gives a middleware no view of errors raised after it, hence this second piece.
 export function releaseOnError() {
   return function idempotencyReleaseOnError(err, req, res, next) {
@@ -39,6 +40,12 @@ export function releaseOnError() {
       return;
     }
     attempt.capture.passThrough();
+    // A handler that said it cannot tell what happened (leaveUnsettled) and then failed still meant it: the key
+    // stays claimed until its lease ends, and the retry after that runs as recovered.
+    if (attempt.unsettled) {
+      next(err);
+      return;
+    }
     attempt.release().finally(() => next(err));
   };
 }

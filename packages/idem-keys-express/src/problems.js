@@ -13,8 +13,8 @@ const TITLES = {
 
 export const PROBLEMS = {
   'key-missing': [400, 'this request needs an Idempotency-Key header'],
-  'key-malformed': [400, 'the Idempotency-Key must be one header field of 1 to 255 characters, bare or as a quoted string'],
-  'body-too-large': [413, 'the request body is larger than this endpoint accepts with an Idempotency-Key'],
+  'key-malformed': [400, 'the Idempotency-Key must be one field of 1 to 255 characters, bare or as a quoted string'],
+  'body-too-large': [413, 'the request body is larger than this server accepts; nothing was claimed'],
   'request-in-progress': [409, 'a request with this Idempotency-Key is still running: retry after Retry-After seconds'],
   'lease-lost': [409, 'this request ran past its claim and another request took the key over: retry to get that one\'s answer'],
   'key-reused': [422, 'this Idempotency-Key was used with another request'],

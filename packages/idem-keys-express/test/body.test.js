@@ -161,4 +161,6 @@ test('which bodies count as JSON', () => {
   assert.equal(isJsonBody(req(undefined), json), false);
   assert.equal(isJsonBody(req('application/json', 'gzip'), json), false, 'compressed: by its bytes');
   assert.equal(isJsonBody(req('application/json'), Buffer.from([0x7b, 0xff, 0x7d])), false, 'not UTF-8');
+  assert.equal(isJsonBody(req('application/json'), Buffer.alloc(0)), false, 'empty: by its bytes, no failing round trip');
+  assert.equal(isJsonBody(req('application/json'), Buffer.from('{"a": "\0"}')), false, 'a NUL byte: by its bytes');
 });

@@ -373,6 +373,29 @@ for (const [name, express] of EXPRESSES) {
       }
     });
 
+    test('leaveUnsettled, then an error: the key is not released, the retry after the lease recovers', async () => {
+      const server = await serve(express, (app) => app.post('/', (req) => {
+        if (!req.idempotency.recovered) {
+          req.idempotency.leaveUnsettled();
+          throw new Error('the provider timed out');
+        }
+        throw Object.assign(new Error('still failing'), { status: 503 });
+      }), { lease: LEASE_MS });
+      const pay = as(server.port, fresh('t'));
+      try {
+        assert.equal((await pay('k', {})).status, 500, 'the error takes Express\'s error path');
+        assertProblem(await pay('k', {}), 409, 'request-in-progress');
+        await sleep(LEASE_MS + 200);
+        const recovered = await pay('k', {});
+        assert.equal(recovered.status, 503);
+        assert.equal(recovered.headers['idempotency-outcome'], 'recovered');
+        assert.equal((await pay('k', {})).headers['idempotency-outcome'], 'claimed',
+          'a failure without leaveUnsettled releases the key as before');
+      } finally {
+        await server.close();
+      }
+    });
+
     test('a late finish is fenced off: 409 lease-lost, the new owner\'s answer replayed', async () => {
       const logger = memoryLogger();
       const hold = gate();

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 # RFC 9110's reason phrases, written out: http.HTTPStatus says "Unprocessable Entity" for 422 before Python 3.13,
 # and the three packages must agree whatever the runtime.
-TITLES = {400: "Bad Request", 409: "Conflict", 413: "Content Too Large", 422: "Unprocessable Content", 500: "Internal Server Error",
-          503: "Service Unavailable"}
+TITLES = {400: "Bad Request", 409: "Conflict", 413: "Content Too Large", 422: "Unprocessable Content",
+          500: "Internal Server Error", 503: "Service Unavailable"}
 
 
 @dataclass(frozen=True)
@@ -19,8 +19,10 @@ class Problem:
     retry_after: int | None = None
 
     def body(self) -> bytes:
+        # Compact, as Go's encoding/json and JSON.stringify write it: the same bytes from every package.
         return json.dumps({"type": "about:blank", "title": TITLES[self.status], "status": self.status,
-                           "detail": self.detail, "code": self.code}).encode()
+                           "detail": self.detail, "code": self.code}, separators=(",", ":"),
+                          ensure_ascii=False).encode()
 
     def headers(self, body_length: int) -> list[tuple[bytes, bytes]]:
         headers = [(b"content-type", b"application/problem+json"), (b"content-length", str(body_length).encode())]
@@ -30,15 +32,16 @@ class Problem:
 
 
 KEY_MISSING = Problem(400, "key-missing", "this request needs an Idempotency-Key header")
-KEY_MALFORMED = Problem(400, "key-malformed",
-                        "the Idempotency-Key must be 1 to 255 characters, bare or as a quoted string, in one field")
-BODY_TOO_LARGE = Problem(413, "body-too-large", "the request body is larger than this server accepts")
+KEY_MALFORMED = Problem(400, "key-malformed", "the Idempotency-Key must be one field of 1 to 255 characters, bare or "
+                        "as a quoted string")
+BODY_TOO_LARGE = Problem(413, "body-too-large", "the request body is larger than this server accepts; nothing was "
+                         "claimed")
 KEY_REUSED = Problem(422, "key-reused", "this Idempotency-Key was used with another request")
 SCOPE_MISSING = Problem(500, "scope-missing", "the server could not tell whose request this is")
-STORE_FAILED = Problem(500, "store-failed", "the answer could not be stored: retry later with the same key")
-STORE_UNAVAILABLE = Problem(503, "store-unavailable",
-                            "the idempotency store could not be reached; nothing was done", retry_after=1)
-LEASE_LOST = Problem(409, "lease-lost", "this request ran past its claim and another took the key over: "
+STORE_FAILED = Problem(500, "store-failed", "the answer could not be stored: retry later with the same Idempotency-Key")
+STORE_UNAVAILABLE = Problem(503, "store-unavailable", "the idempotency store could not be reached: nothing was "
+                            "done", retry_after=1)
+LEASE_LOST = Problem(409, "lease-lost", "this request ran past its claim and another request took the key over: "
                      "retry to get that one's answer", retry_after=1)
 
 
@@ -46,4 +49,4 @@ def in_progress(retry_after: int | None) -> Problem:
     """409 for a duplicate of a running request. The server's retry_after counts down to the end of the first
     attempt's lease; 0 or NULL would invite a tight loop, so a client waits at least a second."""
     return Problem(409, "request-in-progress", "a request with this Idempotency-Key is still running: retry after "
-                   "Retry-After", retry_after=max(1, retry_after or 0))
+                   "Retry-After seconds", retry_after=max(1, retry_after or 0))

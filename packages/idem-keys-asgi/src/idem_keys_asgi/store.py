@@ -72,7 +72,7 @@ async def _statement(pool: AsyncConnectionPool[Any]) -> AsyncIterator[psycopg.As
 async def claim(pool: AsyncConnectionPool[Any], scope: str, key: str, request: Request,
                 lease: Interval | None, wait: Interval | None) -> Claim:
     if request.is_json:
-        text = _as_text(request.body)
+        text = _as_text(request.body)  # None for an empty body too: no round trip that would only fail
         if text is not None:
             try:
                 # Latin-1 keeps every byte of the raw target, so two different targets never read the same.
@@ -96,8 +96,9 @@ async def _claim(pool: AsyncConnectionPool[Any], sql: str, params: tuple[Any, ..
 
 def _as_text(body: bytes) -> str | None:
     """The body as text for ::jsonb, or None when PostgreSQL could not take it as text at all (invalid UTF-8, or
-    a NUL byte, which psycopg refuses before sending): the bytes form fingerprints those."""
-    if b"\x00" in body:
+    a NUL byte, which psycopg refuses before sending) or could only fail as JSON (an empty body): the bytes form
+    fingerprints those. The three middlewares apply the same test."""
+    if not body or b"\x00" in body:
         return None
     try:
         return body.decode("utf-8")
