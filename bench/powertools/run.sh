@@ -10,6 +10,8 @@
 # PT_BENCH_WARMUP, PT_BENCH_THREADS (comma-separated, "1,8").
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+suite=powertools-bench
+source tests/lib.sh # wait_until, stop_child
 mode=full
 case "${1:-}" in --smoke) mode=smoke ;; "") ;; *) echo "usage: $0 [--smoke]" >&2; exit 2 ;; esac
 full_or_smoke() { if [ $mode = smoke ]; then echo "$2"; else echo "$1"; fi; }
@@ -27,10 +29,7 @@ pg_dir=$(mktemp -d /tmp/pt-bench-pg.XXXXXX) # short: it holds the server's Unix 
 redis_dir=$(mktemp -d /tmp/pt-bench-redis.XXXXXX)
 redis_pid=
 cleanup() {
-  if [ -n "$redis_pid" ]; then
-    kill "$redis_pid" 2>/dev/null || true
-    for _ in $(seq 50); do kill -0 "$redis_pid" 2>/dev/null || break; sleep 0.1; done
-  fi
+  stop_child "$redis_pid"
   bash scripts/cluster.sh stop "$pg_dir"
   rm -rf "$pg_dir" "$redis_dir"
 }
@@ -43,11 +42,8 @@ psql -X -q -v ON_ERROR_STOP=1 -h "$pg_dir" -p "$PG_PORT" -U postgres -d postgres
 redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --protected-mode yes --dir "$redis_dir" --daemonize no \
   --appendonly yes --appendfsync everysec --save "" --logfile "$redis_dir/redis.log" &
 redis_pid=$!
-for _ in $(seq 100); do
-  [ "$(redis-cli -h 127.0.0.1 -p "$REDIS_PORT" ping 2>/dev/null)" = PONG ] && break
-  sleep 0.1
-done
-[ "$(redis-cli -h 127.0.0.1 -p "$REDIS_PORT" ping 2>/dev/null)" = PONG ] || { echo "redis-server did not start" >&2; exit 1; }
+redis_answers() { [ "$(redis-cli -h 127.0.0.1 -p "$REDIS_PORT" ping 2>/dev/null)" = PONG ]; }
+wait_until 10 redis_answers || { echo "redis-server did not start" >&2; exit 1; }
 
 echo "idem_keys: PostgreSQL $(psql -X -At -h "$pg_dir" -p "$PG_PORT" -U postgres -d postgres -c 'SHOW server_version'),"\
   "idem_keys $(psql -X -At -h "$pg_dir" -p "$PG_PORT" -U postgres -d postgres -c "SELECT extversion FROM pg_extension WHERE extname = 'idem_keys'");"\

@@ -4,12 +4,13 @@ import { createHash } from 'node:crypto';
 export const MAX_CHARACTERS = 255;
 
 // Powertools' key is `<prefix>#<hash of the payload>`: the prefix is the function's name (or keyPrefix), the
-// hash 24 characters (md5) to 88 (sha512), base64. It is used as it is when it fits. A longer one (a long
-// keyPrefix) becomes 'sha256:' and the SHA-256 of its UTF-8 bytes in hex (71 characters): such a key has no '#'
-// while every key Powertools makes has one, so a mapped key never equals a key used as it is, and two mapped
-// keys are equal only if the keys were (or SHA-256 collides).
+// hash 24 characters (md5) to 88 (sha512), base64. It is used as it is when it fits in 255 UTF-8 bytes (idem_keys
+// counts characters; bytes are stricter in every database encoding, and the Python store counts the same way,
+// so both map a key alike). A longer one (a long keyPrefix) becomes 'sha256:' and the SHA-256 of its UTF-8 bytes
+// in hex (71 characters): such a key has no '#' while every key Powertools makes has one, so a mapped key never
+// equals a key used as it is, and two mapped keys are equal only if the keys were (or SHA-256 collides).
 export function storeKey(idempotencyKey) {
-  if (characters(idempotencyKey) <= MAX_CHARACTERS) return idempotencyKey;
+  if (Buffer.byteLength(idempotencyKey, 'utf8') <= MAX_CHARACTERS) return idempotencyKey;
   return `sha256:${createHash('sha256').update(idempotencyKey, 'utf8').digest('hex')}`;
 }
 

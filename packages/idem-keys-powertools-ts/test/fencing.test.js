@@ -61,13 +61,17 @@ describe('fencing', () => {
     assert.deepEqual(runs, ['timed out', 'new owner']);
   });
 
-  test('a late write is refused even when the new owner has not finished yet, and the new owner still finishes', async () => {
-    const store = layer(pool, 'takeover-open');
+  // Two invocations of one key, each held at its start until the test lets it go: the timed-out one, then,
+  // past its lease, the new owner. The timed-out one is let go first, its outcome checked by lateOutcome while
+  // the new owner still holds the key; then the new owner finishes and its result is the key's.
+  async function takeoverWhileTheOwnerRuns(scope, lateFails, lateOutcome) {
+    const store = layer(pool, scope);
     const started = { 'timed out': gate(), 'new owner': gate() };
     const release = { 'timed out': gate(), 'new owner': gate() };
     const handler = makeIdempotent(async (event, context) => {
       started[context.name].open();
       await release[context.name].opened;
+      if (lateFails && context.name === 'timed out') throw lateFails;
       return context.name;
     }, { persistenceStore: store });
 
@@ -77,36 +81,20 @@ describe('fencing', () => {
     const owner = handler({ id: 1 }, lambdaContext(60_000, { name: 'new owner' }));
     await started['new owner'].opened;
     release['timed out'].open();
-    await assert.rejects(timedOut, refusedLateWrite);
+    await assert.rejects(timedOut, lateOutcome);
     await assert.rejects(handler({ id: 1 }, lambdaContext()), IdempotencyAlreadyInProgressError, 'still the new owner\'s');
     release['new owner'].open();
     assert.equal(await owner, 'new owner');
     assert.equal(await handler({ id: 1 }, lambdaContext()), 'new owner');
+  }
+
+  test('a late write is refused even when the new owner has not finished yet, and the new owner still finishes', async () => {
+    await takeoverWhileTheOwnerRuns('takeover-open', undefined, refusedLateWrite);
   });
 
   test("a timed-out invocation's late error raises itself and leaves the new owner's claim alone", async () => {
-    const store = layer(pool, 'takeover-error');
-    const started = { 'timed out': gate(), 'new owner': gate() };
-    const release = { 'timed out': gate(), 'new owner': gate() };
     const failure = new Error('provider timeout');
-    const handler = makeIdempotent(async (event, context) => {
-      started[context.name].open();
-      await release[context.name].opened;
-      if (context.name === 'timed out') throw failure;
-      return context.name;
-    }, { persistenceStore: store });
-
-    const timedOut = handler({ id: 1 }, lambdaContext(LEASE_MS, { name: 'timed out' }));
-    await started['timed out'].opened;
-    await sleep(LEASE_MS + 300);
-    const owner = handler({ id: 1 }, lambdaContext(60_000, { name: 'new owner' }));
-    await started['new owner'].opened;
-    release['timed out'].open();
-    await assert.rejects(timedOut, (error) => error === failure);
-    await assert.rejects(handler({ id: 1 }, lambdaContext()), IdempotencyAlreadyInProgressError);
-    release['new owner'].open();
-    assert.equal(await owner, 'new owner');
-    assert.equal(await handler({ id: 1 }, lambdaContext()), 'new owner');
+    await takeoverWhileTheOwnerRuns('takeover-error', failure, (error) => error === failure);
   });
 
   test('a timed-out claim is taken over only with the same payload (payloadValidationJmesPath)', async () => {

@@ -58,14 +58,21 @@ def test_a_pool_replaces_a_lost_connection(database_url: str, scope: str) -> Non
     assert len(runs) == 1
 
 
-def test_statements_are_prepared_again_after_discard_all(database_url: str, scope: str) -> None:
-    """A pool whose reset runs DISCARD ALL drops the prepared statements between two calls."""
+@pytest.mark.parametrize("autocommit", [True, False])
+def test_statements_are_prepared_again_after_discard_all(database_url: str, scope: str, autocommit: bool) -> None:
+    """A pool whose reset runs DISCARD ALL drops the prepared statements between two calls: with autocommit
+    connections, and with connections where each call is a transaction of its own."""
     runs, charge = counting()
 
     def discard(conn: psycopg.Connection[Any]) -> None:
+        if not autocommit:
+            conn.rollback()
+            conn.autocommit = True  # DISCARD ALL cannot run inside a transaction block
         conn.execute("DISCARD ALL")
+        if not autocommit:
+            conn.autocommit = False
 
-    with ConnectionPool(database_url, min_size=1, max_size=1, kwargs={"autocommit": True},
+    with ConnectionPool(database_url, min_size=1, max_size=1, kwargs={"autocommit": autocommit},
                         reset=discard) as pool:
         once = idempotent_function(charge, data_keyword_argument="order", key_prefix="charge",
                                    persistence_store=IdemKeysPersistenceLayer(scope=scope, pool=pool))

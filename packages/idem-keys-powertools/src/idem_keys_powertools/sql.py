@@ -141,13 +141,24 @@ class Connections:
                 return self._execute(conn, statement, values, retry=True)
         # A pool of non-autocommit connections: a transaction of its own (BEGIN and COMMIT cost two round
         # trips more; prefer kwargs={"autocommit": True}). transaction() takes the lock itself, for BEGIN and
-        # COMMIT; a statement is prepared outside it, where a missing one cannot abort the transaction.
+        # COMMIT; a statement is prepared outside it, where a missing one cannot abort the transaction. A
+        # statement lost to DISCARD ALL aborts that transaction instead: it rolls back, and the call runs once
+        # more on a freshly prepared statement.
         with conn.lock:
             values = _encode(params, conn.info.encoding)
-            self._prepare(conn, statement)
-        with conn.transaction():
+        for attempt in (1, 2):
             with conn.lock:
-                return self._execute(conn, statement, values, retry=False)
+                self._prepare(conn, statement)
+            try:
+                with conn.transaction():
+                    with conn.lock:
+                        return self._execute(conn, statement, values, retry=False)
+            except psycopg.errors.InvalidSqlStatementName:
+                if attempt == 2:
+                    raise
+                with _prepared_lock:
+                    _prepared.pop(conn, None)
+        raise AssertionError("unreachable: the second attempt returns or raises")
 
     @staticmethod
     def _prepare(conn: psycopg.Connection[Any], statement: Statement) -> None:
