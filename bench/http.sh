@@ -15,6 +15,11 @@ port=${BENCH_HTTP_PORT:-25640}
 langs=${BENCH_HTTP_LANGS:-go python node}
 rounds=${BENCH_HTTP_ROUNDS:-$([ -n "$smoke" ] && echo 1 || echo 3)}
 seconds=${BENCH_HTTP_SECONDS:-$([ -n "$smoke" ] && echo 1 || echo 5)}
+sync=${BENCH_HTTP_SYNC:-on}
+case $sync in
+  on | off | local | remote_write | remote_apply) ;;
+  *) echo "bench/http: BENCH_HTTP_SYNC must be a synchronous_commit value (on, off, local, remote_write, remote_apply), not '$sync'" >&2; exit 2 ;;
+esac
 
 # shellcheck disable=SC2086
 bash tests/http/setup.sh $langs
@@ -30,8 +35,13 @@ GO111MODULE=off go build -o "$work/load" bench/http/load.go
 
 bash scripts/cluster.sh start "$work/pg" "$port"
 admin=(psql -h "$work/pg" -p "$port" -U postgres -XqAt -v ON_ERROR_STOP=1)
-"${admin[@]}" -d postgres -c "ALTER SYSTEM SET synchronous_commit = '${BENCH_HTTP_SYNC:-on}'" \
-  -c "SELECT pg_reload_conf()" -c "CREATE ROLE shop LOGIN" -c "CREATE DATABASE bench_http OWNER shop" >/dev/null
+# The setting is bound as a psql variable (:'sync'), never pasted into the statement.
+"${admin[@]}" -d postgres -v sync="$sync" >/dev/null <<'SQL'
+ALTER SYSTEM SET synchronous_commit = :'sync';
+SELECT pg_reload_conf();
+CREATE ROLE shop LOGIN;
+CREATE DATABASE bench_http OWNER shop;
+SQL
 "${admin[@]}" -d bench_http -c "CREATE EXTENSION idem_keys"
 echo "bench/http: PostgreSQL $("${admin[@]}" -d postgres -c "SHOW server_version") on 127.0.0.1:$port," \
   "synchronous_commit = $("${admin[@]}" -d postgres -c "SHOW synchronous_commit"), commit $(git rev-parse --short HEAD)," \

@@ -5,11 +5,5 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 : "${DATABASE_URL:?DATABASE_URL must name a database with idem_keys installed}"
-command -v npm >/dev/null || { echo "idem-keys-express: node and npm are needed (tests/http/apps/node/setup.sh installs them)" >&2; exit 1; }
-
-if ! cmp -s package-lock.json node_modules/.installed-lock; then
-  echo "idem-keys-express: npm ci"
-  npm ci --no-audit --no-fund --loglevel=error
-  cp package-lock.json node_modules/.installed-lock
-fi
+bash ../../scripts/npm_ci.sh "idem-keys-express" . # Debian's Node.js if there is none, then the lockfile
 npm test --silent

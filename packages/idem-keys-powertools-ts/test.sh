@@ -7,15 +7,9 @@ set -euo pipefail
 cd "$(dirname "$0")"
 : "${DATABASE_URL_EXTENSION:?DATABASE_URL_EXTENSION must name a database with CREATE EXTENSION idem_keys done}"
 : "${DATABASE_URL_PORTABLE:?DATABASE_URL_PORTABLE must name a database with the portable edition installed (docs/portable.md)}"
-command -v npm >/dev/null || { echo "idem-keys-powertools: node (18 or later) and npm are needed" >&2; exit 1; }
+bash ../../scripts/npm_ci.sh "idem-keys-powertools" . # Debian's Node.js if there is none, then the lockfile
 node -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 18 ? 0 : 1)' \
   || { echo "idem-keys-powertools: node 18 or later is needed, not $(node --version)" >&2; exit 1; }
-
-if ! cmp -s package-lock.json node_modules/.installed-lock; then
-  echo "idem-keys-powertools: npm ci"
-  npm ci --no-audit --no-fund --loglevel=error
-  cp package-lock.json node_modules/.installed-lock
-fi
 
 tap=$(mktemp)
 trap 'rm -f "$tap"' EXIT
