@@ -64,7 +64,7 @@ export type ErrorMiddleware = (err: unknown, req: IncomingMessage, res: ServerRe
 /** The middleware. Mount it after authentication and before any body parser. Throws TypeError without pool or scope. */
 export function idempotency<Req extends IncomingMessage = any>(options: IdempotencyOptions<Req>): Middleware;
 
-/** The first error handler after the routes: a failed handler's key is released, then the error goes on. */
+/** The first error handler after the routes: a failed handler's key is released (unless it called leaveUnsettled()), then the error goes on. */
 export function releaseOnError(): ErrorMiddleware;
 
 /** The key in one Idempotency-Key value, bare or quoted, or null when it is malformed. */

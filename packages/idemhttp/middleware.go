@@ -74,7 +74,8 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// claimed by nobody until the lease ends) nor, below, the finish that stores the answer it will retry for.
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout+m.c.wait)
 	cl, err := claimKey(ctx, m.db, m.c, scope, key, request{
-		method: r.Method, target: target(r), body: body, json: isJSON(r.Header.Get("Content-Type")),
+		method: r.Method, target: target(r), body: body,
+		json: isJSON(r.Header.Get("Content-Type")) && uncompressed(r.Header.Get("Content-Encoding")),
 	})
 	cancel()
 	if err != nil {
@@ -192,6 +193,13 @@ func target(r *http.Request) string {
 	}
 	// An absolute-form target (a request to a proxy), or a request built in Go without RequestURI.
 	return r.URL.RequestURI()
+}
+
+// uncompressed tells whether a Content-Encoding leaves the body as sent: none, or identity. A compressed JSON
+// body counts by its bytes, in all three middlewares.
+func uncompressed(contentEncoding string) bool {
+	encoding := strings.ToLower(strings.TrimSpace(contentEncoding))
+	return encoding == "" || encoding == "identity"
 }
 
 // isJSON tells whether a Content-Type is JSON: application/json or application/*+json, any parameters.

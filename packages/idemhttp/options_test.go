@@ -101,3 +101,11 @@ func TestJSONText(t *testing.T) {
 		}
 	}
 }
+
+func TestUncompressed(t *testing.T) {
+	for encoding, want := range map[string]bool{"": true, "identity": true, " Identity ": true, "gzip": false, "br": false} {
+		if uncompressed(encoding) != want {
+			t.Errorf("uncompressed(%q) != %v", encoding, want)
+		}
+	}
+}

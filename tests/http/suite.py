@@ -26,7 +26,8 @@ PAY = {"amount": 1000, "currency": "EUR", "customer_id": "cus_1"}
 PROBLEM_TITLES = {400: "Bad Request", 409: "Conflict", 413: "Content Too Large", 422: "Unprocessable Content", 500: "Internal Server Error",
                   503: "Service Unavailable"}
 
-# The details of docs/integrations.md's problem table: every middleware writes these very bytes.
+# The details of docs/integrations.md's problem table: every middleware writes these very bytes. Plain ASCII
+# without < > &, which Go's encoding/json would escape and the others would not.
 PROBLEM_DETAILS = {
     "key-missing": "this request needs an Idempotency-Key header",
     "key-malformed": "the Idempotency-Key must be one field of 1 to 255 characters, bare or as a quoted string",
@@ -38,6 +39,7 @@ PROBLEM_DETAILS = {
     "store-failed": "the answer could not be stored: retry later with the same Idempotency-Key",
     "store-unavailable": "the idempotency store could not be reached: nothing was done",
 }
+assert all(d.isascii() and not set(d) & set("<>&") for d in PROBLEM_DETAILS.values()), "see the comment above"
 
 
 @dataclass
@@ -105,7 +107,8 @@ def expect_problem(reply, status, code):
     expect(body["title"] == PROBLEM_TITLES[status], f"{code}: title {body['title']!r}")
     expect(body["detail"] == PROBLEM_DETAILS[code], f"{code}: detail {body['detail']!r}")
     canonical = json.dumps({"type": "about:blank", "title": PROBLEM_TITLES[status], "status": status,
-                            "detail": PROBLEM_DETAILS[code], "code": code}, separators=(",", ":")).encode()
+                            "detail": PROBLEM_DETAILS[code], "code": code}, separators=(",", ":"),
+                           ensure_ascii=False).encode()
     expect(reply.raw == canonical, f"{code}: the body is not the shared compact JSON: {reply.raw!r}")
 
 

@@ -59,3 +59,23 @@ def test_json_text(body: bytes, text: str | None) -> None:
     from idem_keys_asgi.store import _as_text
 
     assert _as_text(body) == text
+
+
+@pytest.mark.parametrize(
+    ("headers", "is_json"),
+    [
+        ([(b"content-type", b"application/json")], True),
+        ([(b"Content-Type", b"Application/JSON; charset=utf-8")], True),
+        ([(b"content-type", b"application/merge-patch+json")], True),
+        ([(b"content-type", b"application/json"), (b"content-encoding", b"identity")], True),
+        ([(b"content-type", b"application/json"), (b"content-encoding", b"gzip")], False),
+        ([(b"content-type", b"text/json")], False),
+        ([(b"content-type", b"application/jsonx")], False),
+        ([], False),
+    ],
+)
+def test_is_json(headers: list[tuple[bytes, bytes]], is_json: bool) -> None:
+    """A JSON media type on a body that is not compressed: the same test as the Go and Node middlewares."""
+    from idem_keys_asgi.middleware import _is_json
+
+    assert _is_json({"type": "http", "headers": headers}) is is_json

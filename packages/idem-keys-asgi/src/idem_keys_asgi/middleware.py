@@ -285,11 +285,17 @@ def _target(scope: Scope) -> bytes:
 
 
 def _is_json(scope: Scope) -> bool:
+    """A JSON media type (application/json, application/*+json) on a body that is not compressed (no
+    Content-Encoding, or identity): a compressed JSON body counts by its bytes, in all three middlewares."""
+    media, encoding = "", "identity"
     for name, value in scope["headers"]:
-        if name.lower() == b"content-type":
-            media: str = value.decode("latin-1").split(";", 1)[0].strip().lower()
-            return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
-    return False
+        lowered = name.lower()
+        if lowered == b"content-type":
+            media = value.decode("latin-1").split(";", 1)[0].strip().lower()
+        elif lowered == b"content-encoding":
+            encoding = value.decode("latin-1").strip().lower() or "identity"
+    json_type = media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
+    return json_type and encoding == "identity"
 
 
 def _without_response_extensions(scope: Scope) -> Scope:
