@@ -49,7 +49,6 @@ def test_malformed(value):
     assert parse_idempotency_key(value) is None
 
 
-
 @pytest.mark.parametrize(
     ("body", "text"),
     [(b'{"a": 1}', '{"a": 1}'), ('"é"'.encode(), '"é"'), (b"", None), (b"{\xff}", None), (b'{"a": "\x00"}', None)],

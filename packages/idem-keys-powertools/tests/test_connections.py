@@ -65,12 +65,9 @@ def test_statements_are_prepared_again_after_discard_all(database_url: str, scop
     runs, charge = counting()
 
     def discard(conn: psycopg.Connection[Any]) -> None:
-        if not autocommit:
-            conn.rollback()
-            conn.autocommit = True  # DISCARD ALL cannot run inside a transaction block
+        conn.autocommit = True  # DISCARD ALL cannot run inside a transaction block
         conn.execute("DISCARD ALL")
-        if not autocommit:
-            conn.autocommit = False
+        conn.autocommit = autocommit
 
     with ConnectionPool(database_url, min_size=1, max_size=1, kwargs={"autocommit": autocommit},
                         reset=discard) as pool:

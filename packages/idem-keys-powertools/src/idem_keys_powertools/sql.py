@@ -146,19 +146,20 @@ class Connections:
         # more on a freshly prepared statement.
         with conn.lock:
             values = _encode(params, conn.info.encoding)
-        for attempt in (1, 2):
+        try:
+            return self._in_transaction(conn, statement, values)
+        except psycopg.errors.InvalidSqlStatementName:
+            with _prepared_lock:
+                _prepared.pop(conn, None)
+            return self._in_transaction(conn, statement, values)
+
+    def _in_transaction(self, conn: psycopg.Connection[Any], statement: Statement,
+                        values: list[bytes | None]) -> pq.abc.PGresult:
+        with conn.lock:
+            self._prepare(conn, statement)
+        with conn.transaction():
             with conn.lock:
-                self._prepare(conn, statement)
-            try:
-                with conn.transaction():
-                    with conn.lock:
-                        return self._execute(conn, statement, values, retry=False)
-            except psycopg.errors.InvalidSqlStatementName:
-                if attempt == 2:
-                    raise
-                with _prepared_lock:
-                    _prepared.pop(conn, None)
-        raise AssertionError("unreachable: the second attempt returns or raises")
+                return self._execute(conn, statement, values, retry=False)
 
     @staticmethod
     def _prepare(conn: psycopg.Connection[Any], statement: Statement) -> None:
