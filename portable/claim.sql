@@ -18,6 +18,7 @@ DECLARE
     waits boolean;
     stmt text := 'probe';
     new_token bigint;
+    locked boolean := false;
     k record;
 BEGIN
     IF fingerprint IS NULL OR NOT idem_keys_plain_call(scope, key) THEN
@@ -45,6 +46,24 @@ BEGIN
     END IF;
     LOOP
         lease_ends := now + lease;
+        -- The key lock (the extension's src/key_lock.rs, the same lock): before any write, so a claim never
+        -- waits on another open transaction's uncommitted claim of the key. Held to the end of the transaction.
+        IF stmt IN ('claim', 'takeover') AND NOT locked THEN
+            locked := pg_catalog.pg_try_advisory_xact_lock(pg_catalog.hashtextextended(
+                pg_catalog.octet_length(scope)::text || ':' || scope || key, 1768187245));
+            IF NOT locked THEN
+                -- Its row is not visible yet: attempt and created_at unknown, retry in a second; polled within
+                -- the wait like any busy key.
+                IF now >= deadline OR NOT waits THEN
+                    RETURN ROW('in_progress', NULL, NULL, NULL, NULL, NULL, NULL, 1, NULL, NULL, NULL)::idem_result;
+                END IF;
+                PERFORM pg_sleep(greatest(0.001, extract(epoch FROM least(deadline, now + poll) - clock_timestamp())));
+                poll := least(poll * 2, interval '100 milliseconds');
+                stmt := 'read';
+                now := clock_timestamp();
+                CONTINUE;
+            END IF;
+        END IF;
         IF stmt = 'claim' THEN
             INSERT INTO idem_keys AS i (scope, key, fingerprint, token, attempt, created_at, claimed_at, lease_ends_at)
             VALUES (scope, key, fingerprint, nextval('idem_keys_token_seq'), 1, now, now, lease_ends)

@@ -4,7 +4,7 @@
 //! through SPI), `direct` (the READ COMMITTED hot path of claim and finish, without SPI), `key_row` (a key's
 //! row as both paths hand it to the verbs), `fingerprint` (with `jsonb_text`, a request's text from its
 //! binary form), `args` (input checks), `result` (the idem_result row), `catalog` (the extension's schema
-//! and objects by OID, and the pinned search_path), `replicated` (no replay a failover can take away),
+//! and objects by OID, and the pinned search_path), `key_lock` (an open transaction's claim, told without waiting on it), `replicated` (no replay a failover can take away),
 //! `compat` (the only code that differs between PostgreSQL releases), `tenant` (tenant binding), `guc`, `error`, and the optional
 //! `sweeper` (the background worker and its shared statistics).
 
@@ -18,6 +18,7 @@ mod direct;
 mod error;
 mod fingerprint;
 mod guc;
+mod key_lock;
 mod key_row;
 mod replicated;
 mod result;

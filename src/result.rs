@@ -51,6 +51,19 @@ impl Fields {
         }
     }
 
+    /// An outcome about a row this call cannot see (another transaction's uncommitted claim).
+    pub fn unknown(outcome: Outcome) -> Fields {
+        Fields {
+            outcome,
+            token: None,
+            attempt: None,
+            answer: Answer::default(),
+            retry_after: None,
+            created_at: None,
+            checkpoint: Checkpoint::default(),
+        }
+    }
+
     pub fn into_tuple(self, fcinfo: pg_sys::FunctionCallInfo) -> IdemResult {
         let timestamp = |micros: i64| pg_sys::Datum::from(micros);
         let fields = [

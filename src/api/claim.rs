@@ -4,6 +4,7 @@
 use crate::args::{self, RawJsonb};
 use crate::direct;
 use crate::fingerprint::{self, Fingerprint};
+use crate::key_lock;
 use crate::key_row::KeyRow;
 use crate::result::{Fields, IdemResult, Outcome};
 use crate::store::{self, Stmt};
@@ -102,8 +103,18 @@ fn claim(
 
 enum Attempt {
     Done(Fields),
-    /// In progress under another owner whose lease ends at the given time.
+    /// In progress under another owner whose lease ends at the given time (never, as far as we know, for a
+    /// key held by another open transaction: its row is not visible yet).
     Busy(Fields, i64),
+}
+
+/// `in_progress` for a key that another open transaction claimed, took over or is claiming (the key lock):
+/// its row is not visible, so attempt and created_at are unknown; retry in a second. Polled like any busy key,
+/// so never waited on beyond `wait`.
+fn held() -> Attempt {
+    let mut fields = Fields::unknown(Outcome::InProgress);
+    fields.retry_after = Some(1);
+    Attempt::Busy(fields, i64::MAX)
 }
 
 /// One pass of the claim state machine, in one SPI connection, with no lock or snapshot kept afterwards.
@@ -121,11 +132,19 @@ fn attempt(
         // whose conflict check waits for an owner that is finishing right now.
         let probed = direct::probe(scope, key, fingerprint);
         let absent = matches!(probed, Some(None));
+        let read = probed.is_some();
         let decided = match probed.flatten().map(|row| decide(row, now)) {
             // The common outcomes (claimed, in_progress, mismatch) without SPI; a takeover stays on it.
             Some(Decision::Busy(..)) | None => {
-                direct::claim(scope, key, fingerprint, now, lease_ends_at, absent)
-                    .map(|row| decide(row, now))
+                if key_lock::try_take(scope, key) {
+                    direct::claim(scope, key, fingerprint, now, lease_ends_at, absent)
+                        .map(|row| decide(row, now))
+                } else if read {
+                    // Absent or busy as committed, and an open transaction holds the key.
+                    return held();
+                } else {
+                    None // the read declined: SPI reads before it answers
+                }
             }
             decided => decided,
         };
@@ -148,7 +167,20 @@ fn attempt(
     ];
     store::with_spi(|client| {
         let mut stmt = first;
+        // Claim and Takeover write: the key lock first (taking it again costs nothing). While an open
+        // transaction holds it, a finished answer is still served, so read before answering `in_progress`.
+        let (mut locked, mut read) = (false, false);
         loop {
+            if !locked && !matches!(stmt, Stmt::Reread) {
+                if key_lock::try_take(scope, key) {
+                    locked = true;
+                } else if !read {
+                    stmt = Stmt::Reread;
+                } else {
+                    return held();
+                }
+            }
+            read |= matches!(stmt, Stmt::Reread);
             let row = store::first_key_row(&store::run(client, stmt, &params));
             match row.map(|row| decide(row, now)) {
                 Some(Decision::Answer(fields)) => return Attempt::Done(fields),

@@ -8,7 +8,7 @@ pub fn connect() -> Client {
     pgrx_tests::client().unwrap().0
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct Claim {
     pub outcome: String,
     pub token: Option<i64>,

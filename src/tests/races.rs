@@ -31,36 +31,45 @@ fn simultaneous_claims_make_exactly_one_owner() {
     );
 }
 
+/// A claim that waits up to `wait` for another transaction's key (text of an interval).
+fn claim_waiting(c: &mut postgres::Client, scope: &str, key: &str, wait: &str) -> Claim {
+    let row = c
+        .query_one(
+            "SELECT (r).outcome, (r).attempt, (r).status_code, (r).retry_after \
+               FROM (SELECT idem_claim($1, $2, '{}'::jsonb, wait => $3::text::interval) r) s",
+            &[&scope, &key, &wait],
+        )
+        .unwrap();
+    Claim {
+        outcome: row.get(0),
+        attempt: row.get(1),
+        status_code: row.get(2),
+        retry_after: row.get(3),
+        ..Claim::default()
+    }
+}
+
 #[test]
-fn second_claim_waits_for_an_open_transaction_then_sees_its_answer() {
+fn second_claim_of_an_open_transactions_key_answers_at_once_or_waits_for_its_answer() {
     let mut a = connect();
     a.batch_execute("BEGIN").unwrap();
     let token = claim(&mut a, "race2", "k", "{}").token.unwrap();
-    let waiter = thread::spawn(|| {
-        let mut b = connect();
-        let started = std::time::Instant::now();
-        let outcome = claim(&mut b, "race2", "k", "{}");
-        (outcome, started.elapsed())
-    });
-    thread::sleep(std::time::Duration::from_millis(300));
-    assert!(
-        !waiter.is_finished(),
-        "the second claim must wait on the uncommitted first"
+    // Without a wait: in_progress at once, not blocked on the uncommitted row; its lease is not visible yet.
+    let started = std::time::Instant::now();
+    let busy = claim(&mut connect(), "race2", "k", "{}");
+    assert_eq!(
+        (busy.outcome.as_str(), busy.attempt, busy.retry_after),
+        ("in_progress", None, Some(1))
     );
-    finish(
-        &mut a,
-        "race2",
-        "k",
-        token,
-        201,
-        r#"{"same": "transaction"}"#,
-    )
-    .unwrap();
+    assert!(started.elapsed().as_secs() < 5, "{:?}", started.elapsed());
+    // With a wait: the first's answer as soon as it commits.
+    let waiter = thread::spawn(|| claim_waiting(&mut connect(), "race2", "k", "30 seconds"));
+    thread::sleep(std::time::Duration::from_millis(300));
+    assert!(!waiter.is_finished(), "a claim with a wait must wait for the open transaction");
+    finish(&mut a, "race2", "k", token, 201, r#"{"same": "transaction"}"#).unwrap();
     a.batch_execute("COMMIT").unwrap();
-    let (outcome, waited) = waiter.join().unwrap();
-    assert_eq!(outcome.outcome, "replay");
-    assert_eq!(outcome.status_code, Some(201));
-    assert!(waited.as_millis() >= 100, "waited only {waited:?}");
+    let answered = waiter.join().unwrap();
+    assert_eq!((answered.outcome.as_str(), answered.status_code), ("replay", Some(201)));
 }
 
 #[test]
@@ -68,10 +77,7 @@ fn second_claim_owns_the_key_when_the_first_rolls_back() {
     let mut a = connect();
     a.batch_execute("BEGIN").unwrap();
     claim(&mut a, "race3", "k", "{}");
-    let waiter = thread::spawn(|| {
-        let mut b = connect();
-        claim(&mut b, "race3", "k", "{}")
-    });
+    let waiter = thread::spawn(|| claim_waiting(&mut connect(), "race3", "k", "30 seconds"));
     thread::sleep(std::time::Duration::from_millis(300));
     a.batch_execute("ROLLBACK").unwrap();
     let outcome = waiter.join().unwrap();
