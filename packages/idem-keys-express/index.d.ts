@@ -6,6 +6,16 @@ export interface Queryable {
   query(text: string, values?: unknown[]): Promise<{ rows: any[] }>;
 }
 
+/** What transactional mode needs of the database: a pg.Pool, whose connect() gives a client of its own. */
+export interface ConnectablePool extends Queryable {
+  connect(): Promise<PooledClient>;
+}
+
+/** A client of the pool (a pg.PoolClient): release(err) with an error destroys it instead of pooling it. */
+export interface PooledClient extends Queryable {
+  release(err?: Error | boolean): void;
+}
+
 /** Where the middleware reports what went wrong; console by default. */
 export interface IdempotencyLogger {
   warn(message: string, ...rest: unknown[]): void;
@@ -15,9 +25,8 @@ export interface IdempotencyLogger {
 /** A duration: milliseconds, or a PostgreSQL interval as text ('30s', '5 min'). */
 export type Duration = number | string;
 
-export interface IdempotencyOptions<Req extends IncomingMessage = IncomingMessage> {
-  /** The database with idem_keys installed: a pg.Pool. Required. */
-  pool: Queryable;
+/** The options but pool and transactional, which go together: see IdempotencyOptions. */
+export interface IdempotencyBaseOptions<Req extends IncomingMessage = IncomingMessage> {
   /**
    * Whose request this is, from its authentication (never from a header the client sets). Required: there is no
    * default scope. No scope (undefined, null, '') answers 500 scope-missing.
@@ -45,6 +54,22 @@ export interface IdempotencyOptions<Req extends IncomingMessage = IncomingMessag
   limit?: number;
 }
 
+export type IdempotencyOptions<Req extends IncomingMessage = IncomingMessage> = IdempotencyBaseOptions<Req> & ({
+  /** The database with idem_keys installed: a pg.Pool. Required. */
+  pool: Queryable;
+  /** Transactional mode off (the default): the claim, the handler's work and the finish commit apart. */
+  transactional?: false;
+} | {
+  /** The database with idem_keys installed: a pg.Pool. Required; transactional mode needs its connect(). */
+  pool: ConnectablePool;
+  /**
+   * Transactional mode, for every request (true) or those a function picks: the claim, the handler's database
+   * work on req.idempotency.client and the finish are one transaction, committed once before the answer is sent.
+   * The handler must not COMMIT or ROLLBACK (savepoints are fine). A failed COMMIT answers 503 commit-failed.
+   */
+  transactional: boolean | ((req: Req) => boolean);
+});
+
 /** The claimed attempt, as the handler sees it: req.idempotency. */
 export interface IdempotencyAttempt {
   readonly scope: string;
@@ -54,17 +79,31 @@ export interface IdempotencyAttempt {
   readonly token: string;
   /** A previous owner died holding the key: look for what it did before acting again. */
   readonly recovered: boolean;
-  /** The outcome is unknown ("maybe charged"): send the answer without storing it; the claim runs out its lease. */
+  /**
+   * Transactional mode: the pool's client (a pg.PoolClient) with the request's transaction open, for the handler's
+   * database work until it answers; undefined otherwise. Never COMMIT, ROLLBACK or release() it: the middleware does.
+   */
+  readonly client?: Queryable;
+  /**
+   * The outcome is unknown ("maybe charged"): send the answer without storing it; the claim runs out its lease.
+   * In transactional mode the transaction commits, with the claim, and no answer.
+   */
   leaveUnsettled(): void;
 }
 
 export type Middleware = (req: IncomingMessage, res: ServerResponse, next: (err?: unknown) => void) => void;
 export type ErrorMiddleware = (err: unknown, req: IncomingMessage, res: ServerResponse, next: (err?: unknown) => void) => void;
 
-/** The middleware. Mount it after authentication and before any body parser. Throws TypeError without pool or scope. */
+/**
+ * The middleware. Mount it after authentication and before any body parser, app-wide or on one route. Throws
+ * TypeError without pool or scope, or with transactional and a pool without connect().
+ */
 export function idempotency<Req extends IncomingMessage = any>(options: IdempotencyOptions<Req>): Middleware;
 
-/** The first error handler after the routes: a failed handler's key is released (unless it called leaveUnsettled()), then the error goes on. */
+/**
+ * The first error handler after the routes: a failed handler's key is released (unless it called leaveUnsettled()),
+ * then the error goes on. In transactional mode, released by ROLLBACK (the handler's writes too); unsettled: COMMIT.
+ */
 export function releaseOnError(): ErrorMiddleware;
 
 /** The key in one Idempotency-Key value, bare or quoted, or null when it is malformed. */

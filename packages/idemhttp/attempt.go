@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync/atomic"
 	"time"
+
+	"github.com/jackc/pgx/v4"
 )
 
 // Attempt is one run of the handler under a claimed key, as the handler sees it through FromContext.
@@ -16,6 +18,10 @@ type Attempt struct {
 	// Token is the claim's fencing token: a finish or release with it fails once another request has taken
 	// the key over.
 	Token int64
+	// Tx is the request's transaction in the transactional mode (Options.Transactional), nil otherwise: the one
+	// that holds the claim and will hold the answer. Do the handler's SQL on it; Commit and Rollback are the
+	// middleware's (on this Tx they do nothing and return ErrTxManaged), savepoints (Begin) are fine.
+	Tx pgx.Tx
 
 	unsettled atomic.Bool
 }
@@ -27,7 +33,8 @@ func (a *Attempt) Recovered() bool { return a.Outcome == "recovered" }
 // LeaveUnsettled asks the middleware to neither store nor release the key after the handler, for when the
 // handler cannot tell whether its side effect happened ("maybe charged": the provider timed out). The answer
 // goes to the client unstored; the claim stays until its lease ends, and then the next request with the key
-// runs with Recovered true and reconciles. It holds even if the handler then panics. Safe to call from any
+// runs with Recovered true and reconciles. It holds even if the handler then panics. In the transactional mode
+// the transaction commits, the handler's writes and the claim with it, without the answer. Safe to call from any
 // goroutine, before the handler returns.
 func (a *Attempt) LeaveUnsettled() { a.unsettled.Store(true) }
 

@@ -18,6 +18,9 @@
 // (Recovered, so it must look for what that owner did before acting), and it may leave the key unsettled when
 // it cannot tell whether its side effect happened.
 //
+// With Options.Transactional the claim, the handler's SQL (on Tx(r.Context())) and the stored answer are one
+// transaction, committed once: the key and the work it guards commit together or not at all.
+//
 // The handler's answer is held in memory until it is stored, so a client never sees an answer a retry could
 // not replay: Flush does nothing, and a streamed answer reaches the client whole, at the end.
 package idemhttp

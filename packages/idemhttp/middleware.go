@@ -4,17 +4,20 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"mime"
 	"net/http"
 	"strconv"
 	"strings"
+
+	"github.com/jackc/pgx/v4"
 )
 
 // New returns the middleware: wrap a handler with it, after authentication (Options.Scope reads the
 // authenticated request). db is a pgx v4 pool (*pgxpool.Pool) on a database where idem_keys is installed.
 // It fails only on a nil db or bad options (no Scope, a negative duration, a retryable status that is no
-// HTTP status).
+// HTTP status, Transactional with a db that cannot begin a transaction).
 func New(db DB, opts Options) (func(http.Handler) http.Handler, error) {
 	if db == nil {
 		return nil, errors.New("idemhttp: a database pool is required")
@@ -23,13 +26,22 @@ func New(db DB, opts Options) (func(http.Handler) http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
+	var txdb TxDB
+	if c.transactional {
+		var ok bool
+		if txdb, ok = db.(TxDB); !ok {
+			return nil, fmt.Errorf("idemhttp: Options.Transactional needs a db with Begin(ctx) (pgx.Tx, error), "+
+				"such as *pgxpool.Pool; %T has none", db)
+		}
+	}
 	return func(next http.Handler) http.Handler {
-		return &middleware{db: db, c: c, next: next}
+		return &middleware{db: db, txdb: txdb, c: c, next: next}
 	}, nil
 }
 
 type middleware struct {
 	db   DB
+	txdb TxDB // the same db, in the transactional mode; nil otherwise
 	c    *config
 	next http.Handler
 }
@@ -72,23 +84,40 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	// Not r.Context(): a client hanging up must not cancel the claim (its retry would then find the key
 	// claimed by nobody until the lease ends) nor, below, the finish that stores the answer it will retry for.
+	// The same holds for the transactional mode's BEGIN, whose connection stays with the request until the end.
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout+m.c.wait)
-	cl, err := claimKey(ctx, m.db, m.c, scope, key, request{
+	req := request{
 		method: r.Method, target: target(r), body: body,
 		json: isJSON(r.Header.Get("Content-Type")) && uncompressed(r.Header.Get("Content-Encoding")),
-	})
+	}
+	var (
+		tx pgx.Tx // the transactional mode's, open until run ends it or the outcome needs no handler
+		cl *claim
+	)
+	if m.txdb != nil {
+		tx, cl, err = m.beginClaim(ctx, scope, key, req)
+	} else {
+		cl, err = claimKey(ctx, m.db, m.c, scope, key, req, nil)
+	}
 	cancel()
 	if err != nil {
 		m.c.logger.Printf("idemhttp: idem_claim(%q, %q): %v; answered 503", scope, key, err)
 		writeProblem(w, "store-unavailable", 1)
 		return
 	}
+	if tx != nil && cl.outcome != "claimed" && cl.outcome != "recovered" {
+		m.rollback(tx, scope, key, "outcome "+cl.outcome) // nothing was written: the handler does not run
+	}
 	if m.c.outcomeHeader != "" {
 		w.Header().Set(m.c.outcomeHeader, cl.outcome)
 	}
 	switch cl.outcome {
 	case "claimed", "recovered":
-		m.run(w, r, body, &Attempt{Scope: scope, Key: key, Outcome: cl.outcome, Token: cl.token})
+		a := &Attempt{Scope: scope, Key: key, Outcome: cl.outcome, Token: cl.token}
+		if tx != nil {
+			a.Tx = handlerTx{tx}
+		}
+		m.run(w, r, body, a, tx)
 	case "replay":
 		if cl.status < 100 || cl.status > 599 { // idem_finish refuses such a status: not ours to guess at
 			m.c.logger.Printf("idemhttp: idem_claim(%q, %q): replay without a status; answered 503", scope, key)
@@ -111,18 +140,28 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // run calls the handler for a claimed key, then stores its answer, releases the key or leaves it, and only
-// then sends the answer.
-func (m *middleware) run(w http.ResponseWriter, r *http.Request, body []byte, a *Attempt) {
+// then sends the answer. tx is the request's transaction in the transactional mode (nil otherwise): run ends
+// it, whatever happens.
+func (m *middleware) run(w http.ResponseWriter, r *http.Request, body []byte, a *Attempt, tx pgx.Tx) {
 	rec := newRecorder()
 	returned := false
 	defer func() {
-		if returned || a.unsettled.Load() { // a handler that said "maybe" and then panicked still meant it
+		if returned {
 			return
 		}
 		// The handler panicked (http.ErrAbortHandler included) or called runtime.Goexit: nothing happened
 		// that a retry should not redo, as far as we can tell, so the key goes back. No recover(): the panic
 		// goes on to net/http, or to the application's own recovery middleware, with its stack intact.
-		m.release(a, "the handler panicked")
+		switch {
+		case a.unsettled.Load() && tx != nil:
+			// A handler that said "maybe" and then panicked still meant it: its writes and the claim commit.
+			m.commit(tx, a, "LeaveUnsettled and a panic")
+		case a.unsettled.Load():
+		case tx != nil:
+			m.rollback(tx, a.Scope, a.Key, "the handler panicked") // its writes and the claim vanish
+		default:
+			m.release(a, "the handler panicked")
+		}
 	}()
 	inner := r.WithContext(context.WithValue(detached{r.Context()}, attemptKey{}, a))
 	inner.Body = io.NopCloser(bytes.NewReader(body)) // read once for the fingerprint, whole again for the handler
@@ -133,12 +172,29 @@ func (m *middleware) run(w http.ResponseWriter, r *http.Request, body []byte, a 
 	switch {
 	case a.unsettled.Load():
 		// Outcome unknown: the claim runs out its lease, and the next request recovers the key and reconciles.
+		// In the transactional mode it commits first, with the handler's writes.
+		if tx != nil && !m.commit(tx, a, "LeaveUnsettled (answer "+strconv.Itoa(status)+"), answered 503 commit-failed") {
+			writeProblem(w, "commit-failed", 1)
+			return
+		}
 	case m.c.retryable[status]:
-		m.release(a, "retryable status "+strconv.Itoa(status))
+		if tx != nil {
+			m.rollback(tx, a.Scope, a.Key, "retryable status "+strconv.Itoa(status))
+		} else {
+			m.release(a, "retryable status "+strconv.Itoa(status))
+		}
 	default:
+		var db DB = m.db
+		if tx != nil {
+			db = tx
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
-		err := finishKey(ctx, m.db, m.c, a, status, rec.body.Bytes(), storedHeaders(header, m.c.storedHeaders))
+		err := finishKey(ctx, db, m.c, a, status, rec.body.Bytes(), storedHeaders(header, m.c.storedHeaders))
 		cancel()
+		if err != nil && tx != nil {
+			// Nothing is kept, the handler's writes included, and the key is free again.
+			m.rollback(tx, a.Scope, a.Key, "idem_finish failed")
+		}
 		if sqlState(err) == "55000" {
 			// Another request took the key over after our lease ended: its answer is the one that counts.
 			m.c.logger.Printf("idemhttp: idem_finish(%q, %q): %v: the lease was lost, this answer (%d) is not stored",
@@ -147,10 +203,16 @@ func (m *middleware) run(w http.ResponseWriter, r *http.Request, body []byte, a 
 			return
 		}
 		if err != nil {
-			// Left claimed: after its lease the next request recovers the key and reconciles.
+			// Left claimed (by default): after its lease the next request recovers the key and reconciles.
 			m.c.logger.Printf("idemhttp: idem_finish(%q, %q): %v: this answer (%d) is not stored; answered 500",
 				a.Scope, a.Key, err, status)
 			writeProblem(w, "store-failed", 0)
+			return
+		}
+		// Only a committed answer reaches the client: a failed COMMIT (a serialization failure, a deferred
+		// constraint, the connection lost) kept nothing, so the retry runs it all again.
+		if tx != nil && !m.commit(tx, a, "idem_finish of answer "+strconv.Itoa(status)+", answered 503 commit-failed") {
+			writeProblem(w, "commit-failed", 1)
 			return
 		}
 	}

@@ -58,6 +58,14 @@ type Options struct {
 	// Logger receives what goes wrong without reaching the client as such: store errors, fenced finishes, a
 	// missing scope. nil: log.Default().
 	Logger Logger
+
+	// Transactional runs the claim, the handler's database work and the finish in one transaction on one
+	// connection of the pool, committed once: the key and the work it guards commit together or not at all.
+	// The handler does its SQL on Tx(r.Context()) (or Attempt.Tx) and must not commit or roll it back itself
+	// (savepoints are fine). A panic or a retryable status rolls it all back; a COMMIT that fails answers 503
+	// commit-failed. The DB must then also have Begin (a *pgxpool.Pool does): see TxDB. For some routes only,
+	// wrap those with a middleware made with it.
+	Transactional bool
 }
 
 // Logger is where the middleware logs; *log.Logger is one.
@@ -83,6 +91,7 @@ type config struct {
 	outcomeHeader          string
 	maxBodyBytes           int64
 	logger                 Logger
+	transactional          bool
 }
 
 // storeTimeout bounds each SQL call (the claim gets Wait on top): the calls run on their own context, not the
@@ -102,7 +111,7 @@ func (o Options) config() (*config, error) {
 	}
 	c := &config{
 		scope: o.Scope, lease: o.Lease, wait: o.Wait, retention: o.Retention, keyOptional: o.KeyOptional,
-		outcomeHeader: http.CanonicalHeaderKey(o.OutcomeHeader), logger: o.Logger,
+		outcomeHeader: http.CanonicalHeaderKey(o.OutcomeHeader), logger: o.Logger, transactional: o.Transactional,
 		methods: map[string]bool{}, retryable: map[int]bool{}, storedHeaders: map[string]string{},
 	}
 	methods := o.Methods

@@ -34,6 +34,7 @@ func TestNewRefusesBadOptions(t *testing.T) {
 		{"negative wait", nowhere{}, Options{Scope: scopeOf, Wait: -time.Second}, "negative duration"},
 		{"negative retention", nowhere{}, Options{Scope: scopeOf, Retention: -time.Second}, "negative duration"},
 		{"retryable status 600", nowhere{}, Options{Scope: scopeOf, RetryableStatuses: []int{600}}, "not an HTTP status"},
+		{"transactional without Begin", nowhere{}, Options{Scope: scopeOf, Transactional: true}, "needs a db with Begin"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			mw, err := New(tc.db, tc.opts)
@@ -58,7 +59,7 @@ func TestDefaults(t *testing.T) {
 	if len(c.storedHeaders) != 6 || c.storedHeaders["Etag"] != "ETag" || c.storedHeaders["Content-Type"] != "Content-Type" {
 		t.Errorf("stored headers %v", c.storedHeaders)
 	}
-	if c.keyOptional || c.outcomeHeader != "" || c.logger == nil || c.lease != 0 || c.wait != 0 || c.retention != 0 {
+	if c.keyOptional || c.transactional || c.outcomeHeader != "" || c.logger == nil || c.lease != 0 || c.wait != 0 || c.retention != 0 {
 		t.Errorf("config %+v", c)
 	}
 	c, err = Options{Scope: scopeOf, Methods: []string{"put"}, RetryableStatuses: []int{}, StoredHeaders: []string{}}.config()

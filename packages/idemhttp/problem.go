@@ -25,6 +25,7 @@ var problems = map[string]problem{
 	"scope-missing":       {Status: http.StatusInternalServerError, Detail: "the server could not tell whose request this is"},
 	"store-failed":        {Status: http.StatusInternalServerError, Detail: "the answer could not be stored: retry later with the same Idempotency-Key"},
 	"store-unavailable":   {Status: http.StatusServiceUnavailable, Detail: "the idempotency store could not be reached: nothing was done"},
+	"commit-failed":       {Status: http.StatusServiceUnavailable, Detail: "the request's changes could not be committed: nothing was done, retry with the same Idempotency-Key"},
 	// Not in the shared table: a body the server could not read (the client went away mid-body). Nothing was
 	// claimed.
 	"body-unreadable": {Status: http.StatusBadRequest, Detail: "the request body could not be read"},

@@ -15,10 +15,20 @@ import (
 )
 
 // DB is the part of a pgx v4 connection pool the middleware uses; *pgxpool.Pool satisfies it. Give it a pool,
-// not a transaction: the claim must commit on its own before the handler runs, so that a duplicate sees it.
+// not a transaction: by default the claim must commit on its own before the handler runs, so that a duplicate
+// sees it; in the transactional mode the middleware begins its transactions on the pool itself.
 type DB interface {
 	QueryRow(ctx context.Context, sql string, args ...interface{}) pgx.Row
 	Exec(ctx context.Context, sql string, args ...interface{}) (pgconn.CommandTag, error)
+}
+
+// TxDB is a DB that can begin a transaction on a connection of its own: what Options.Transactional needs, and
+// *pgxpool.Pool is one. The middleware ends each transaction it begins, once, with Commit or Rollback, and
+// relies on them to give the connection back: pgxpool returns it to the pool only when it is idle, and pgx
+// closes a connection whose ROLLBACK failed, so none goes back in a transaction.
+type TxDB interface {
+	DB
+	Begin(ctx context.Context) (pgx.Tx, error)
 }
 
 // claim is the part of idem_result the middleware reads.
@@ -54,13 +64,22 @@ type request struct {
 // against 1 do not make another request; a body PostgreSQL cannot read as jsonb (bad JSON 22P02, \u0000
 // 22P05) and every other body counts by its bytes. An empty body, invalid UTF-8 or a NUL byte cannot be jsonb
 // text at all, so they go to the bytes form without the round trip that would only fail.
-func claimKey(ctx context.Context, db DB, c *config, scope, key string, req request) (*claim, error) {
+//
+// When the JSON form fails that way, reopen (when not nil) gives the DB for the bytes form: in the transactional
+// mode the failed statement has aborted the transaction, so it takes a new one. It costs nothing on the common
+// path, where a savepoint around every JSON claim would cost two round trips.
+func claimKey(ctx context.Context, db DB, c *config, scope, key string, req request, reopen func() (DB, error)) (*claim, error) {
 	if req.json && jsonText(req.body) {
 		row := db.QueryRow(ctx, claimJSONSQL, scope, key, req.method, req.target, string(req.body),
 			interval(c.lease), interval(c.wait))
 		cl, err := scanClaim(row)
 		if code := sqlState(err); code != "22P02" && code != "22P05" && code != "22021" {
 			return cl, err
+		}
+		if reopen != nil {
+			if db, err = reopen(); err != nil {
+				return nil, err
+			}
 		}
 	}
 	fingerprint := make([]byte, 0, len(req.method)+len(req.target)+2+len(req.body))

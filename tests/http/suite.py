@@ -38,6 +38,7 @@ PROBLEM_DETAILS = {
     "scope-missing": "the server could not tell whose request this is",
     "store-failed": "the answer could not be stored: retry later with the same Idempotency-Key",
     "store-unavailable": "the idempotency store could not be reached: nothing was done",
+    "commit-failed": "the request's changes could not be committed: nothing was done, retry with the same Idempotency-Key",
 }
 assert all(d.isascii() and not set(d) & set("<>&") for d in PROBLEM_DETAILS.values()), "see the comment above"
 
@@ -117,6 +118,8 @@ class App:
 
     def __init__(self, lang, port, database_url, workdir, **env):
         self.lang, self.port, self.database_url = lang, port, database_url
+        # IDEM_TX=1: the middleware's transactional mode (the handler's writes in the key's own transaction)
+        self.tx = env.get("IDEM_TX") == "1"
         self.process = Process(f"http-{lang}-{port}", ["bash", str(REPO / "tests/http/serve.sh"), lang, str(port)],
                                {"DATABASE_URL": database_url, "IDEM_LEASE": f"{LEASE:g}s", **env}, workdir)
 
@@ -173,6 +176,10 @@ def later(fn, *args, **kwargs):
 
     class Pending:
         @staticmethod
+        def done():
+            return not thread.is_alive()
+
+        @staticmethod
         def result():
             thread.join(60)
             if "error" in box:
@@ -180,6 +187,16 @@ def later(fn, *args, **kwargs):
             expect("reply" in box, "a request did not end within 60 s")
             return box["reply"]
     return Pending
+
+
+def wait_for(condition, what, seconds=10.0):
+    """Polls condition() every 50 ms until it holds (True) or seconds pass (False)."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return False
 
 
 def fresh(prefix):
@@ -350,11 +367,20 @@ def check_unsettled(app):
 
 
 def check_lease_lost(app):
-    """A handler that outlives its lease: the request that took over answers, the late one is fenced off."""
+    """A handler that outlives its lease: the request that took over answers, the late one is fenced off. In the
+    transactional mode nobody can take over a claim whose transaction is open: the late handler's answer counts."""
     tenant, key = fresh("t"), fresh("k")
     slow = {**PAY, "customer_id": "cus_slow_5500"}
     late = later(app.post, key, slow, tenant=tenant)
     time.sleep(LEASE + 0.5)
+    if app.tx:
+        expect_problem(app.post(key, slow, tenant=tenant), 409, "request-in-progress")
+        first = late.result()
+        expect(first.status == 201 and first.outcome == "claimed", f"the slow handler: {show(first)}")
+        replay = app.post(key, slow, tenant=tenant)
+        expect(replay.replayed and replay.raw == first.raw, f"the replay is not its answer: {show(replay)}")
+        expect(app.payments(tenant, key) == 1, f"payments: {app.payments(tenant, key)}")
+        return
     taker = later(app.post, key, slow, tenant=tenant)
     late_reply = late.result()
     expect_problem(late_reply, 409, "lease-lost")
@@ -380,6 +406,12 @@ def check_sigkill_recovery(app):
     except (ConnectionError, http.client.HTTPException):
         pass  # the client saw the connection die: it will retry
     app.start()
+    if app.tx:
+        # The dead app's transaction rolled back with its connection: the key is free at once.
+        retried = app.post(key, slow, tenant=tenant)
+        expect(retried.status == 201 and retried.outcome == "claimed", f"after the crash: {show(retried)}")
+        expect(app.payments(tenant, key) == 1, f"payments: {app.payments(tenant, key)}")
+        return
     expect_problem(app.post(key, slow, tenant=tenant), 409, "request-in-progress")
     time.sleep(LEASE)
     recovered = app.post(key, slow, tenant=tenant)
@@ -388,6 +420,91 @@ def check_sigkill_recovery(app):
     again = app.post(key, slow, tenant=tenant)
     expect(again.replayed and again.raw == recovered.raw, f"replay after recovery: {show(again)}")
     expect(app.payments(tenant, key) == 1, f"payments: {app.payments(tenant, key)}")
+
+
+def check_crash_after_write(app):
+    """SIGKILL after the handler wrote its payment, before it answered. Transactional: the write died with the
+    transaction, and the first retry runs at once and pays once. Default: the payment stays, the key stays claimed
+    until its lease ends (409), then the retry is recovered and finds the payment (one payment)."""
+    tenant, key = fresh("t"), fresh("k")
+    body = {**PAY, "customer_id": "cus_crash_after_write_3000"}
+    pending = later(app.post, key, body, tenant=tenant)
+    written = wait_for(lambda: app.tx or app.payments(tenant, key) == 1, "the default mode's write")
+    time.sleep(0.8 if app.tx else 0)  # the transactional write cannot be seen: give the handler time to make it
+    expect(written, "the payment was not written")
+    app.kill()
+    try:
+        pending.result()
+        raise Failed("the killed app answered")
+    except (ConnectionError, http.client.HTTPException):
+        pass
+    app.start()
+    if app.tx:
+        expect(app.payments(tenant, key) == 0, "the killed transaction's payment was committed")
+        again = app.post(key, body, tenant=tenant, timeout=15)
+        expect(again.status == 201 and again.outcome == "claimed" and again.json()["attempt"] == "claimed",
+               f"the first retry after the crash: {show(again)}")
+    else:
+        expect(app.payments(tenant, key) == 1, "the default mode's payment is gone")
+        expect_problem(app.post(key, body, tenant=tenant), 409, "request-in-progress")
+        time.sleep(LEASE)
+        again = app.post(key, body, tenant=tenant, timeout=15)
+        expect(again.status == 201 and again.outcome == "recovered", f"after the lease: {show(again)}")
+    expect(app.payments(tenant, key) == 1, f"payments: {app.payments(tenant, key)}")
+    replay = app.post(key, body, tenant=tenant)
+    expect(replay.replayed and replay.raw == again.raw, f"replay: {show(replay)}")
+
+
+def check_throw_after_write(app):
+    """A handler that wrote and then threw: the key is free either way; transactional, its write is gone too."""
+    tenant, key = fresh("t"), fresh("k")
+    thrown = app.post(key, {**PAY, "customer_id": "cus_throw_after_write"}, tenant=tenant)
+    expect(thrown.status == 500 and not thrown.replayed, f"cus_throw_after_write: {show(thrown)}")
+    expect(app.payments(tenant, key) == (0 if app.tx else 1), f"payments after the throw: {app.payments(tenant, key)}")
+    ok = app.post(key, tenant=tenant)
+    expect(ok.status == 201 and ok.outcome == "claimed", f"after the throw the key is not free: {show(ok)}")
+
+
+def check_commit_fails(app):
+    """Transactional: a COMMIT that fails (a deferred constraint here; a serialization failure or a lost
+    connection alike) answers 503 commit-failed, and neither the payment nor the answer is stored."""
+    tenant, key = fresh("t"), fresh("k")
+    failed = app.post(key, {**PAY, "customer_id": "cus_commit_fails"}, tenant=tenant)
+    expect_problem(failed, 503, "commit-failed")
+    expect(failed.header("Retry-After") == "1", f"Retry-After: {failed.header('Retry-After')!r}")
+    expect(app.payments(tenant, key) == 0, "the failed commit's payment is there")
+    stored = app.sql("SELECT count(*) FROM idem_lookup(:'t', :'k') WHERE outcome IS NOT NULL", t=tenant, k=key)
+    expect(stored == "0", f"the failed commit left the key: {stored}")
+    ok = app.post(key, tenant=tenant)
+    expect(ok.status == 201 and ok.outcome == "claimed", f"after the failed commit: {show(ok)}")
+
+
+def check_storm_one_key(app):
+    """16 clients on one key at once, each retrying on 409: one payment, one answer, every client holding it."""
+    tenant, key = fresh("t"), fresh("k")
+    body = {**PAY, "customer_id": "cus_slow_200"}
+    answers, lock = [], threading.Lock()
+
+    def client():
+        end = time.monotonic() + 30
+        while time.monotonic() < end:
+            reply = app.post(key, body, tenant=tenant, timeout=15)
+            if reply.status == 409:
+                time.sleep(0.05)
+                continue
+            with lock:
+                answers.append(reply)
+            return
+
+    threads = [threading.Thread(target=client, daemon=True) for _ in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(40)
+    expect(len(answers) == 16, f"{len(answers)} of 16 clients got an answer")
+    expect(all(r.status == 201 and r.raw == answers[0].raw for r in answers), "answers differ")
+    expect(sum(not r.replayed for r in answers) == 1, f"{sum(not r.replayed for r in answers)} answers were not replays")
+    expect(app.payments(tenant, key) == 1, f"{app.payments(tenant, key)} payments")
 
 
 def check_scope_per_tenant(app):
@@ -463,11 +580,29 @@ def check_server_side_wait(app):
     expect(app.payments(tenant, key) == 1, "payments")
 
 
+def check_wait_bounded(app):
+    """The server-side wait never outlasts IDEM_WAIT (2 s): a first attempt that runs longer leaves the duplicate
+    a 409 while it still runs (transactional: without blocking on its open transaction)."""
+    tenant, key = fresh("t"), fresh("k")
+    slow = {**PAY, "customer_id": "cus_slow_4000"}
+    pending = later(app.post, key, slow, tenant=tenant)
+    time.sleep(0.3)
+    waited = app.post(key, slow, tenant=tenant)
+    expect_problem(waited, 409, "request-in-progress")
+    expect(not pending.done(), "the duplicate waited for the first attempt to end, past its wait")
+    first = pending.result()
+    expect(first.status == 201 and not first.replayed, f"the first attempt: {show(first)}")
+    expect(app.payments(tenant, key) == 1, "payments")
+
+
 CHECKS = [check_key_missing, check_key_malformed, check_body_too_large, check_key_forms, check_replay_byte_for_byte,
           check_canonical_json, check_key_reused, check_bytes_fingerprint, check_in_progress,
           check_retryable_releases, check_error_answers_stored, check_throw_releases, check_scope_per_tenant,
-          check_other_methods_pass, check_retry_storm, check_unsettled, check_lease_lost, check_sigkill_recovery]
-WAIT_CHECKS = [check_server_side_wait]
+          check_other_methods_pass, check_retry_storm, check_storm_one_key, check_throw_after_write, check_unsettled,
+          check_lease_lost, check_sigkill_recovery, check_crash_after_write]
+TX_CHECKS = [check_commit_fails]  # the transactional mode's own (in the default mode the app's write fails at once)
+WAIT_CHECKS = [check_server_side_wait, check_wait_bounded]
+MODES = (("default", {}), ("transactional", {"IDEM_TX": "1"}))
 
 
 def run_checks(app, checks, results):
@@ -476,11 +611,11 @@ def run_checks(app, checks, results):
         start = time.monotonic()
         try:
             check(app)
-            results.append((app.lang, name, "ok", f"{time.monotonic() - start:.1f} s"))
+            results.append((app.label, name, "ok", f"{time.monotonic() - start:.1f} s"))
         except Exception as e:  # noqa: BLE001 — one broken check must not hide the others
             detail = str(e) if isinstance(e, Failed) else f"{type(e).__name__}: {e}"
-            results.append((app.lang, name, "FAILED", detail))
-            print(f"-- {app.lang} {name}: {detail}\n-- last lines of {app.process.log_path}:\n"
+            results.append((app.label, name, "FAILED", detail))
+            print(f"-- {app.label} {name}: {detail}\n-- last lines of {app.process.log_path}:\n"
                   f"{app.process.log_tail()}", flush=True)
             if app.process.popen.poll() is not None:  # a check that killed it must not fail the rest
                 app.start()
@@ -497,17 +632,20 @@ def main():
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so the finally blocks stop the apps
     results = []
     for lang in args.langs:
-        for checks, env in ((CHECKS, {}), (WAIT_CHECKS, {"IDEM_WAIT": "5s"})):
-            app = App(lang, args.port, args.database_url, args.workdir, **env)
-            try:
-                app.start()
-                run_checks(app, checks, results)
-            finally:
-                app.stop()
+        for mode, mode_env in MODES:
+            tx_checks = TX_CHECKS if mode_env else []
+            for checks, env in ((CHECKS + tx_checks, {}), (WAIT_CHECKS, {"IDEM_WAIT": "2s"})):
+                app = App(lang, args.port, args.database_url, args.workdir, **mode_env, **env)
+                app.label = f"{lang} {mode}"
+                try:
+                    app.start()
+                    run_checks(app, checks, results)
+                finally:
+                    app.stop()
     width = max(len(r[1]) for r in results)
     print(f"\nHTTP suite{' ' + args.label if args.label else ''}:")
-    for lang, name, verdict, detail in results:
-        print(f"  {lang:<7} {name:<{width}}  {verdict:<6} {detail}")
+    for label, name, verdict, detail in results:
+        print(f"  {label:<20} {name:<{width}}  {verdict:<6} {detail}")
     failed = sum(r[2] != "ok" for r in results)
     print(f"http: {len(results) - failed} passed, {failed} failed")
     sys.exit(1 if failed else 0)

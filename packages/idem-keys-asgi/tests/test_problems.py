@@ -10,7 +10,8 @@ ALL = [(problems.KEY_MISSING, 400, "key-missing", None), (problems.KEY_MALFORMED
        (problems.in_progress(7), 409, "request-in-progress", 7), (problems.LEASE_LOST, 409, "lease-lost", 1),
        (problems.KEY_REUSED, 422, "key-reused", None), (problems.SCOPE_MISSING, 500, "scope-missing", None),
        (problems.STORE_FAILED, 500, "store-failed", None),
-       (problems.STORE_UNAVAILABLE, 503, "store-unavailable", 1)]
+       (problems.STORE_UNAVAILABLE, 503, "store-unavailable", 1),
+       (problems.COMMIT_FAILED, 503, "commit-failed", 1)]
 TITLES = {400: "Bad Request", 409: "Conflict", 413: "Content Too Large", 422: "Unprocessable Content", 500: "Internal Server Error",
           503: "Service Unavailable"}
 
@@ -37,3 +38,10 @@ def test_the_bytes_are_compact_json():
     assert problems.KEY_REUSED.body() == (b'{"type":"about:blank","title":"Unprocessable Content","status":422,'
                                           b'"detail":"this Idempotency-Key was used with another request",'
                                           b'"code":"key-reused"}')
+
+
+def test_commit_failed_bytes():
+    """Transactional mode's failed COMMIT, byte for byte as the Go and Node packages write it."""
+    assert problems.COMMIT_FAILED.body() == (b'{"type":"about:blank","title":"Service Unavailable","status":503,'
+                                             b'"detail":"the request\'s changes could not be committed: nothing was '
+                                             b'done, retry with the same Idempotency-Key","code":"commit-failed"}')

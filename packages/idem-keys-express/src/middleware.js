@@ -1,12 +1,14 @@
 // idempotency(): the Express middleware. It reads the key and the body, claims the key with idem_claim, turns
 // the outcome into an answer or runs the rest of the app, and keeps the app's answer with idem_finish before
 // the client sees it. The behaviour is docs/integrations.md's, the same as the Go and Python packages'.
+// In transactional mode the claim, the handler's database work (on req.idempotency.client) and the finish are one
+// transaction on one client of the pool, committed once, before the client sees the answer.
 import { BodyTooLargeError, isJsonBody, readBody, replayBody } from './body.js';
 import { captureResponse } from './capture.js';
 import { requestKey } from './key.js';
 import { resolveOptions } from './options.js';
 import { problem } from './problems.js';
-import { claim, finish, release } from './store.js';
+import { begin, claim, commit, finish, release, rollback } from './store.js';
 
 // Where the claimed attempt's bookkeeping lives on req, for releaseOnError().
 const ATTEMPT = Symbol('idem-keys-express attempt');
@@ -30,7 +32,8 @@ export function idempotency(options) {
 
 // The first error handler after the routes: a handler that failed (threw, rejected, called next(err)) before
 // answering gets its key released, so a retry runs again, unless it left the key unsettled; the error goes on
-// to Express's error path.
+// to Express's error path. In transactional mode the key is released by rolling the transaction back, with the
+// handler's writes; an unsettled key is committed with them.
 // Express gives a middleware no view of errors raised after it, hence this second piece.
 export function releaseOnError() {
   return function idempotencyReleaseOnError(err, req, res, next) {
@@ -43,10 +46,11 @@ export function releaseOnError() {
     // A handler that said it cannot tell what happened (leaveUnsettled) and then failed still meant it: the key
     // stays claimed until its lease ends, and the retry after that runs as recovered.
     if (attempt.unsettled) {
-      next(err);
+      if (attempt.client) attempt.commit().then(() => next(err));
+      else next(err);
       return;
     }
-    attempt.release().finally(() => next(err));
+    attempt.release().then(() => next(err));
   };
 }
 
@@ -87,16 +91,23 @@ async function handle(config, req, res, next) {
   // The target as the client sent it: originalUrl, because a mount path (app.use('/api', ...)) rewrites req.url.
   const request = { method: req.method, target: req.originalUrl ?? req.url, body, json: isJsonBody(req, body) };
 
+  // Transactional mode: the claim opens the request's transaction, on a client that stays with the request.
+  const transactional = config.transactional(req);
+  let client = null;
   let row;
   try {
-    row = await claim(config.pool, scope, key, request, config);
-  } catch (err) {
+    if (transactional) client = await begin(config.pool);
+    row = await claim(client ?? config.pool, scope, key, request, config, transactional);
+  } catch (err) { // no connection, BEGIN failed (begin() gave the client back), or the claim failed
     config.logger.error(`idem-keys-express: idem_claim ${JSON.stringify(key)}: ${err.message}`, err);
+    if (client) await rollbackQuietly(config, client, key);
     sendProblem(res, 'store-unavailable', [['Retry-After', '1']]);
     return;
   }
 
   const outcome = row && row.outcome;
+  // Anything but a claim wrote nothing: the transaction ends here, the handler does not run.
+  if (client && outcome !== 'claimed' && outcome !== 'recovered') await rollbackQuietly(config, client, key);
   const outcomeHeader = config.outcomeHeader ? [[config.outcomeHeader, outcome]] : [];
   switch (outcome) {
     case 'replay':
@@ -119,20 +130,31 @@ async function handle(config, req, res, next) {
   }
 
   for (const [name, value] of outcomeHeader) res.setHeader(name, value);
-  const attempt = new Attempt(config, res, { scope, key, outcome, token: row.token });
+  const attempt = new Attempt(config, res, { scope, key, outcome, token: row.token, client });
   req.idempotency = attempt.context;
   req[ATTEMPT] = attempt;
   replayBody(req, body);
   next();
 }
 
+// A failed ROLLBACK is only logged: rollback() has destroyed the client, and PostgreSQL ends the transaction with
+// the connection.
+async function rollbackQuietly(config, client, key) {
+  try {
+    await rollback(client);
+  } catch (err) {
+    config.logger.warn(`idem-keys-express: ROLLBACK for ${JSON.stringify(key)}: ${err.message}`, err);
+  }
+}
+
 // One claimed request: what the handler sees (context) and what becomes of its key.
 class Attempt {
-  constructor(config, res, { scope, key, outcome, token }) {
+  constructor(config, res, { scope, key, outcome, token, client }) {
     this.config = config;
     this.scope = scope;
     this.key = key;
     this.token = token;
+    this.client = client; // transactional mode: the client with the open transaction; else null
     this.unsettled = false;
     this.context = Object.freeze({
       scope,
@@ -140,6 +162,9 @@ class Attempt {
       outcome,
       token, // a bigint as a string, exactly as idem_claim gave it
       recovered: outcome === 'recovered',
+      // Transactional mode: the pg client the handler's database work runs on, inside the transaction that holds
+      // the claim and will hold the answer. Undefined otherwise.
+      client: client ?? undefined,
       // The outcome is unknown (a payment that may have gone through): the answer is sent but not stored, and
       // the claim stays until its lease ends; the next request then runs with recovered true and reconciles.
       leaveUnsettled: () => {
@@ -157,6 +182,11 @@ class Attempt {
   async settle(answer) {
     const { config, capture } = this;
     if (this.unsettled) {
+      // Transactional mode: the handler's writes and the claim commit, the answer is not stored.
+      if (this.client && !(await this.commit())) {
+        capture.send(problemAnswer(capture, 'commit-failed', [['Retry-After', '1']]));
+        return;
+      }
       capture.send(answer);
       return;
     }
@@ -166,9 +196,11 @@ class Attempt {
       return;
     }
     try {
-      await finish(config.pool, this.scope, this.key, this.token, answer, storedHeaders(config, answer.headers),
-        config.retention);
+      await finish(this.client ?? config.pool, this.scope, this.key, this.token, answer,
+        storedHeaders(config, answer.headers), config.retention);
     } catch (err) {
+      // Transactional mode: nothing is kept, the handler's writes included, and the key is free again.
+      if (this.client) await this.rollback();
       if (err.code === '55000') {
         // We ran past the lease and another request recovered the key: its answer is the one that counts.
         config.logger.warn(`idem-keys-express: idem_finish ${JSON.stringify(this.key)}: the lease was lost to `
@@ -182,16 +214,53 @@ class Attempt {
       }
       return;
     }
+    // Only a committed answer reaches the client: a failed COMMIT stored nothing and kept none of the handler's
+    // writes, so the retry runs it again.
+    if (this.client && !(await this.commit())) {
+      capture.send(problemAnswer(capture, 'commit-failed', [['Retry-After', '1']]));
+      return;
+    }
     capture.send(answer);
   }
 
-  // A failed release is only logged: the claim then runs out its lease and the next retry recovers it.
+  // Gives the key back: by default idem_release; in transactional mode ROLLBACK, which takes the handler's writes
+  // with it. A failure is only logged: the claim then runs out its lease and the next retry recovers it (in the
+  // mode, the transaction ends with the destroyed connection, and the key is free).
   async release() {
+    if (this.client) {
+      await this.rollback();
+      return;
+    }
     try {
       await release(this.config.pool, this.scope, this.key, this.token);
     } catch (err) {
       this.config.logger.warn(`idem-keys-express: idem_release ${JSON.stringify(this.key)}: ${err.message}`, err);
     }
+  }
+
+  // Transactional mode. Whether the transaction committed; a failure is logged. Either way the client has gone
+  // back to the pool (or been destroyed) and is the handler's no more.
+  async commit() {
+    const client = this.takeClient();
+    try {
+      await commit(client);
+      return true;
+    } catch (err) {
+      this.config.logger.error(`idem-keys-express: COMMIT for ${JSON.stringify(this.key)}: ${err.message}; nothing `
+        + 'was stored and the handler\'s writes are gone', err);
+      return false;
+    }
+  }
+
+  async rollback() {
+    await rollbackQuietly(this.config, this.takeClient(), this.key);
+  }
+
+  // The client, once: whatever happens next gives it back, and nothing may give it back twice.
+  takeClient() {
+    const { client } = this;
+    this.client = null;
+    return client;
   }
 }
 

@@ -4,7 +4,7 @@
 export const DEFAULT_STORED_HEADERS = ['Content-Type', 'Content-Language', 'Content-Location', 'Location', 'ETag', 'Link'];
 
 const KNOWN = new Set(['pool', 'scope', 'lease', 'wait', 'retention', 'methods', 'required', 'retryableStatuses',
-  'storedHeaders', 'outcomeHeader', 'logger', 'limit']);
+  'storedHeaders', 'outcomeHeader', 'logger', 'limit', 'transactional']);
 
 export function resolveOptions(options) {
   if (options === null || typeof options !== 'object') {
@@ -23,9 +23,11 @@ export function resolveOptions(options) {
     throw new TypeError('idempotency(): scope is required: a function (req) => string naming whose request it is, '
       + 'from its authentication (e.g. req => req.user.tenantId)');
   }
+  const transactional = transactionalOption(options.transactional, pool);
   return {
     pool,
     scope,
+    transactional,
     lease: interval('lease', options.lease, 1),
     wait: interval('wait', options.wait, 0),
     retention: interval('retention', options.retention, 1),
@@ -39,6 +41,20 @@ export function resolveOptions(options) {
     logger: logger(options.logger),
     limit: limit(options.limit),
   };
+}
+
+// Transactional mode: true, false, or a function (req) => boolean choosing the requests; always a function here.
+// The mode takes a client of its own from the pool for each request, hence pool.connect().
+function transactionalOption(value, pool) {
+  if (value === undefined || value === false) return () => false;
+  if (value !== true && typeof value !== 'function') {
+    throw new TypeError('idempotency(): transactional must be true, false or a function (req) => boolean');
+  }
+  if (typeof pool.connect !== 'function') {
+    throw new TypeError('idempotency(): transactional needs a pool with connect() (a pg.Pool): each request runs '
+      + 'in a transaction on a client of its own');
+  }
+  return value === true ? () => true : value;
 }
 
 // A duration for SQL: milliseconds as a number, or a PostgreSQL interval as text ('30s', '5 min'); null or

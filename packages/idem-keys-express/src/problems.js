@@ -21,6 +21,7 @@ export const PROBLEMS = {
   'scope-missing': [500, 'the server could not tell whose request this is'],
   'store-failed': [500, 'the answer could not be stored: retry later with the same Idempotency-Key'],
   'store-unavailable': [503, 'the idempotency store could not be reached: nothing was done'],
+  'commit-failed': [503, 'the request\'s changes could not be committed: nothing was done, retry with the same Idempotency-Key'],
 };
 
 // { status, body } of the problem named by code; body is the exact bytes sent.

@@ -1,6 +1,7 @@
-// The SQL the middleware runs: idem_claim, idem_finish and idem_release, bind parameters only. Each is one
-// pool.query, so one autocommit transaction: the claim commits before the handler runs and the finish after it,
-// which is what lets another process see the claim, and a retry the answer.
+// The SQL the middleware runs: idem_claim, idem_finish and idem_release, bind parameters only. By default each is
+// one pool.query, so one autocommit transaction: the claim commits before the handler runs and the finish after
+// it, which is what lets another process see the claim, and a retry the answer. In transactional mode they run on
+// one client inside the request's transaction (begin, commit, rollback below), and commit with the handler's work.
 
 // Fields by name, never (r).*: a newer idem_result may grow columns. The token goes out as text because it is a
 // bigint, which a JavaScript number cannot always hold, and an application may have taught pg to parse int8
@@ -22,32 +23,94 @@ const RELEASE = 'SELECT idem_release($1, $2, $3) AS released';
 // text that is not UTF-8 (22021). Such a body is fingerprinted by its bytes instead.
 const NOT_JSONB = new Set(['22P02', '22P05', '22021']);
 
-// Claims the key. request is { method, target, body: Buffer, json: boolean }; lease and wait are PostgreSQL
-// interval texts or null. Returns the idem_result row.
-export async function claim(pool, scope, key, request, { lease, wait }) {
+// Claims the key. db is the pool, or the client of an open transaction (inTransaction). request is
+// { method, target, body: Buffer, json: boolean }; lease and wait are PostgreSQL interval texts or null. Returns
+// the idem_result row.
+export async function claim(db, scope, key, request, { lease, wait }, inTransaction = false) {
   const { method, target, body } = request;
   if (request.json) {
     try {
-      const { rows } = await pool.query(CLAIM_JSON, [scope, key, method, target, body.toString('utf8'), lease, wait]);
+      const { rows } = await db.query(CLAIM_JSON, [scope, key, method, target, body.toString('utf8'), lease, wait]);
       return rows[0];
     } catch (err) {
       if (!NOT_JSONB.has(err.code)) throw err;
+      // The failed statement aborted the transaction. It wrote nothing (the body is read as jsonb before
+      // idem_claim runs), so a new one starts in its place: cheaper than a savepoint around every claim.
+      if (inTransaction) {
+        await db.query('ROLLBACK');
+        await db.query('BEGIN');
+      }
     }
   }
   // method || ' ' || target || '\n' || body, built here as bytes so the body is never decoded.
   const bytes = Buffer.concat([Buffer.from(`${method} ${target}\n`, 'latin1'), body]);
-  const { rows } = await pool.query(CLAIM_BYTES, [scope, key, bytes, lease, wait]);
+  const { rows } = await db.query(CLAIM_BYTES, [scope, key, bytes, lease, wait]);
   return rows[0];
 }
 
-// Stores the answer. An empty body is stored as NULL; headers is an object of allow-listed names.
-export async function finish(pool, scope, key, token, answer, headers, retention) {
+// Stores the answer (db: the pool, or the transaction's client). An empty body is stored as NULL; headers is an
+// object of allow-listed names.
+export async function finish(db, scope, key, token, answer, headers, retention) {
   const body = answer.body.length ? answer.body : null;
-  await pool.query(FINISH, [scope, key, token, answer.status, body, JSON.stringify(headers), retention]);
+  await db.query(FINISH, [scope, key, token, answer.status, body, JSON.stringify(headers), retention]);
 }
 
 // Gives the key back; false when the token no longer owns it.
 export async function release(pool, scope, key, token) {
   const { rows } = await pool.query(RELEASE, [scope, key, token]);
   return rows[0].released;
+}
+
+// Transactional mode: a client of the pool with a transaction open on it (the pool's default isolation). A failed
+// BEGIN gives the client back (destroyed) before the error goes on.
+export async function begin(pool) {
+  const client = await pool.connect();
+  try {
+    await client.query('BEGIN');
+  } catch (err) {
+    giveBack(client, err);
+    throw err;
+  }
+  return client;
+}
+
+// Commits and gives the client back. Throws when nothing was committed: the COMMIT failed (a deferred constraint,
+// a serialization failure, the connection lost, a read-only standby), or the transaction had already failed, which
+// PostgreSQL answers with ROLLBACK instead of an error. The client then goes back through rollback().
+export async function commit(client) {
+  let result;
+  try {
+    result = await client.query('COMMIT');
+  } catch (err) {
+    await rollback(client).catch(() => {});
+    throw err;
+  }
+  if (result.command !== 'COMMIT') {
+    giveBack(client);
+    throw Object.assign(new Error(`the transaction had failed, so COMMIT rolled it back (${result.command})`),
+      { code: '25P02' });
+  }
+  giveBack(client);
+}
+
+// Rolls back and gives the client back; a client whose ROLLBACK failed is destroyed, never pooled with a
+// transaction open. Rejects with the ROLLBACK's error after that.
+export async function rollback(client) {
+  try {
+    await client.query('ROLLBACK');
+  } catch (err) {
+    giveBack(client, err);
+    throw err;
+  }
+  giveBack(client);
+}
+
+// pg's release(err) destroys the client instead of pooling it. A handler that released the client itself has
+// already given it back, which pg reports by throwing: there is nothing left to do then.
+function giveBack(client, err) {
+  try {
+    client.release(err);
+  } catch {
+    // released already
+  }
 }

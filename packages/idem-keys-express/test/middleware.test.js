@@ -64,7 +64,8 @@ for (const [name, express] of EXPRESSES) {
         const { idem, body } = seen[0];
         assert.deepEqual(body, { amount: 10 }, 'express.json() after the middleware');
         assert.deepEqual({ ...idem, token: undefined, leaveUnsettled: undefined },
-          { scope: tenant, key: 'k-1', outcome: 'claimed', token: undefined, recovered: false, leaveUnsettled: undefined });
+          { scope: tenant, key: 'k-1', outcome: 'claimed', token: undefined, recovered: false, client: undefined,
+            leaveUnsettled: undefined });
         assert.match(idem.token, /^\d+$/, 'the bigint token as a string');
         assert.equal(typeof idem.leaveUnsettled, 'function');
 

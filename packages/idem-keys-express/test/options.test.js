@@ -48,3 +48,19 @@ test('mistakes are refused', () => {
   assert.throws(() => resolveOptions({ pool, scope, limit: -1 }), TypeError);
   assert.deepEqual([...resolveOptions({ pool, scope, methods: ['put', 'POST'] }).methods], ['PUT', 'POST']);
 });
+
+test('transactional: true, false or a function, and a pool with connect()', () => {
+  const connectable = { ...pool, connect: async () => ({}) };
+  assert.equal(resolveOptions({ pool, scope }).transactional({}), false, 'off by default');
+  assert.equal(resolveOptions({ pool, scope, transactional: false }).transactional({}), false);
+  assert.equal(resolveOptions({ pool: connectable, scope, transactional: true }).transactional({}), true);
+  const pick = (req) => req.path === '/tx';
+  assert.equal(resolveOptions({ pool: connectable, scope, transactional: pick }).transactional, pick);
+  assert.throws(() => resolveOptions({ pool, scope, transactional: true }),
+    { name: 'TypeError', message: /transactional needs a pool with connect\(\)/ });
+  assert.throws(() => resolveOptions({ pool, scope, transactional: pick }), { message: /connect\(\)/ });
+  for (const bad of ['yes', 1, null, {}]) {
+    assert.throws(() => resolveOptions({ pool: connectable, scope, transactional: bad }),
+      { name: 'TypeError', message: /transactional must be true, false or a function/ }, String(bad));
+  }
+});

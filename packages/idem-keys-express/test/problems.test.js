@@ -13,6 +13,7 @@ const EXPECTED = {
   'scope-missing': [500, 'Internal Server Error'],
   'store-failed': [500, 'Internal Server Error'],
   'store-unavailable': [503, 'Service Unavailable'],
+  'commit-failed': [503, 'Service Unavailable'],
 };
 
 test('every problem: status, RFC 9110 title, field order', () => {
@@ -30,4 +31,10 @@ test('every problem: status, RFC 9110 title, field order', () => {
 test('the bytes are compact JSON', () => {
   assert.equal(problem('key-reused').body.toString(), '{"type":"about:blank","title":"Unprocessable Content",'
     + '"status":422,"detail":"this Idempotency-Key was used with another request","code":"key-reused"}');
+});
+
+test('commit-failed: the bytes every middleware sends', () => {
+  assert.equal(problem('commit-failed').body.toString(), '{"type":"about:blank","title":"Service Unavailable",'
+    + '"status":503,"detail":"the request\'s changes could not be committed: nothing was done, retry with the same '
+    + 'Idempotency-Key","code":"commit-failed"}');
 });

@@ -2,6 +2,7 @@
 the handler's answer until it is stored. The rules it follows are docs/integrations.md's."""
 from __future__ import annotations
 
+import asyncio
 import inspect
 import logging
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
@@ -9,6 +10,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 import psycopg
+from psycopg.pq import TransactionStatus
 
 from . import problems, store
 from .attempt import Attempt
@@ -24,6 +26,7 @@ Receive: TypeAlias = Callable[[], Awaitable[Message]]
 Send: TypeAlias = Callable[[Message], Awaitable[None]]
 ASGIApp: TypeAlias = Callable[[Scope, Receive, Send], Awaitable[None]]
 ScopeFunction: TypeAlias = Callable[[Scope], "str | None | Awaitable[str | None]"]
+Transactional: TypeAlias = bool | Callable[[Scope], bool]
 Duration: TypeAlias = timedelta | str | float
 
 DEFAULT_STORED_HEADERS = ("Content-Type", "Content-Language", "Content-Location", "Location", "ETag", "Link")
@@ -40,6 +43,11 @@ class IdempotencyMiddleware:
     these are (a tenant, from authentication; never a header the client sets); None means it cannot tell.
     Durations (`lease`, `wait`, `retention`) are a `timedelta`, seconds, or a PostgreSQL interval string; None
     takes the server's setting (`wait`: no waiting).
+
+    `transactional` (True, or `transactional(asgi_scope) -> bool` to pick routes) runs the claim, the handler and
+    the finish in one transaction on one connection of the pool, committed once after the handler answered: the
+    handler runs its SQL on `request.state.idempotency.connection`, and its writes commit with the stored answer,
+    or not at all. It must not COMMIT or ROLLBACK that transaction itself (savepoints are fine).
     """
 
     def __init__(self, app: ASGIApp, *, pool: AsyncConnectionPool[Any], scope: ScopeFunction,
@@ -48,7 +56,7 @@ class IdempotencyMiddleware:
                  retryable_statuses: Iterable[int] = (429, 503),
                  stored_headers: Iterable[str] = DEFAULT_STORED_HEADERS, outcome_header: str | None = None,
                  logger: logging.Logger | logging.LoggerAdapter[Any] | None = None,
-                 max_body_bytes: int = 1 << 20) -> None:
+                 max_body_bytes: int = 1 << 20, transactional: Transactional = False) -> None:
         # No default scope: one shared by every tenant would let one tenant's key answer another's request.
         if not callable(scope):
             raise TypeError("IdempotencyMiddleware needs scope=, a function of the ASGI scope giving its tenant")
@@ -72,6 +80,17 @@ class IdempotencyMiddleware:
             raise ValueError("max_body_bytes must be positive")
         # The body is held whole in memory for the fingerprint, before any limit of the app's applies.
         self._max_body = max_body_bytes
+        if not isinstance(transactional, bool) and not callable(transactional):
+            raise TypeError(f"transactional: True, False or a function of the ASGI scope, not {transactional!r}")
+        # The mode takes a connection out of the pool for the whole request: a sync pool, or anything else
+        # without the async getconn/putconn pair, would fail at the first request, so it fails here instead.
+        if transactional is not False and not all(inspect.iscoroutinefunction(getattr(pool, name, None))
+                                                  for name in ("getconn", "putconn")):
+            raise TypeError("transactional: pool= must be a psycopg_pool.AsyncConnectionPool (async getconn and "
+                            f"putconn), not {type(pool).__name__}")
+        self._transactional = transactional
+        # Rollbacks that must finish even when the request is cancelled, held here so none is collected midway.
+        self._cleanups: set[asyncio.Task[None]] = set()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"].upper() not in self._methods:
@@ -107,32 +126,51 @@ class IdempotencyMiddleware:
             await self._problem(send, problems.BODY_TOO_LARGE)
             return
         request = store.Request(scope["method"], _target(scope), body, _is_json(scope))
+        tx: store.Transaction | None = None
         try:
-            claim = await store.claim(self._pool, tenant, key, request, self._lease, self._wait)
-        except psycopg.Error as e:
+            if self._is_transactional(scope):
+                tx = await store.Transaction.take(self._pool)
+                await tx.begin()
+                claim = await store.claim_in(tx, tenant, key, request, self._lease, self._wait)
+            else:
+                claim = await store.claim(self._pool, tenant, key, request, self._lease, self._wait)
+        except BaseException as e:
+            if tx is not None:
+                await self._roll_back(tx, e)
+            if not isinstance(e, psycopg.Error):
+                raise
             self._log.warning("idempotency: claim of %r in %r failed: %s", key, tenant, e)
             await self._problem(send, problems.STORE_UNAVAILABLE)
             return
 
+        if claim.outcome in ("claimed", "recovered") and claim.token is not None:
+            attempt = Attempt(tenant, key, claim.outcome, claim.token, _transaction=tx)
+            await self._run(scope, body, receive, send, attempt, tx)
+            return
+        if tx is not None:
+            await tx.rollback()  # a replay, a duplicate, a mismatch: the claim wrote nothing
         if claim.outcome == "replay":
             await self._replay(send, claim)
         elif claim.outcome == "in_progress":
             await self._problem(send, problems.in_progress(claim.retry_after), claim.outcome)
         elif claim.outcome == "mismatch":
             await self._problem(send, problems.KEY_REUSED, claim.outcome)
-        elif claim.outcome in ("claimed", "recovered") and claim.token is not None:
-            attempt = Attempt(tenant, key, claim.outcome, claim.token)
-            await self._run(scope, body, receive, send, attempt)
         else:
             self._log.error("idempotency: idem_claim answered outcome %r, unknown to this version", claim.outcome)
             await self._problem(send, problems.STORE_UNAVAILABLE)
 
-    async def _run(self, scope: Scope, body: bytes, receive: Receive, send: Send, attempt: Attempt) -> None:
+    def _is_transactional(self, scope: Scope) -> bool:
+        if isinstance(self._transactional, bool):
+            return self._transactional
+        return bool(self._transactional(scope))
+
+    async def _run(self, scope: Scope, body: bytes, receive: Receive, send: Send, attempt: Attempt,
+                   tx: store.Transaction | None) -> None:
         """Runs the app with the claim, holding its answer until the key is settled."""
         # In place, not a copy: the framework's own layers outside this one (Starlette's error handler) read
         # the same state dict, so they can name the attempt too.
         scope.setdefault("state", {})["idempotency"] = attempt
-        answer = _Answer(self, send, attempt)
+        answer = _Answer(self, send, attempt, tx)
         body_sent = False
 
         async def replay_receive() -> Message:
@@ -145,50 +183,129 @@ class IdempotencyMiddleware:
 
         try:
             await self.app(_without_response_extensions(scope), replay_receive, answer.send)
-        except Exception:
-            # Raised before a complete answer: the handler promises nothing happened, so the key goes back. An
-            # exception after it (a background task) leaves the settled key alone. BaseException (cancellation)
-            # is not caught: the outcome is unknown, so the claim runs out its lease.
-            if not answer.settled and not attempt.unsettled:
+        except BaseException as e:
+            if tx is not None:
+                if not tx.ended:
+                    await self._end_after_exception(tx, attempt, e)
+            elif isinstance(e, Exception) and not answer.settled and not attempt.unsettled:
+                # Raised before a complete answer: the handler promises nothing happened, so the key goes back.
+                # An exception after it (a background task) leaves the settled key alone. Cancellation is not
+                # caught: the outcome is unknown, so the claim runs out its lease.
                 await self._release(attempt)
             raise
         if not answer.settled:
             # The app returned without a whole answer (a stream cut short). It may have done its work, so the key
-            # is not released: it runs out its lease and the next request recovers it.
+            # is not released: it runs out its lease and the next request recovers it. In a transaction, what it
+            # did in the database is rolled back with the claim instead: nothing is left to recover.
             self._log.error("idempotency: %r in %r: the app returned without a complete answer", attempt.key,
                             attempt.scope)
+            if tx is not None:
+                await tx.rollback()
             if not answer.started:
                 await self._problem(send, problems.STORE_FAILED, attempt.outcome)
 
-    async def _settle(self, send: Send, attempt: Attempt, start: Message, body: bytes) -> None:
+    async def _settle(self, send: Send, attempt: Attempt, start: Message, body: bytes,
+                      tx: store.Transaction | None) -> None:
         """Stores, releases or leaves the key as the answer says, then sends the answer (or what replaces it)."""
         status = int(start["status"])
-        if attempt.unsettled:
-            pass
-        elif status in self._retryable:
-            await self._release(attempt)
+        if tx is None:
+            problem = await self._settle_alone(attempt, status, start, body)
         else:
-            try:
-                await store.finish(self._pool, attempt.scope, attempt.key, attempt.token, status, body,
-                                   self._headers_to_store(start), self._retention)
-            except psycopg.Error as e:
-                if e.sqlstate == store.LEASE_LOST_SQLSTATE:
-                    # This request ran past its lease and another took the key over: that one's answer is the
-                    # one that counts, and a retry gets it.
-                    self._log.warning("idempotency: %r in %r: lease lost, the %d answer is dropped", attempt.key,
-                                      attempt.scope, status)
-                    await self._problem(send, problems.LEASE_LOST, attempt.outcome)
-                else:
-                    # Too large (54000) or the database went away: the key stays claimed until its lease ends.
-                    self._log.error("idempotency: %r in %r: the %d answer could not be stored: %s", attempt.key,
-                                    attempt.scope, status, e)
-                    await self._problem(send, problems.STORE_FAILED, attempt.outcome)
-                return
+            problem = await self._settle_in(tx, attempt, status, start, body)
+        if problem is not None:
+            await self._problem(send, problem, attempt.outcome)
+            return
         headers = list(start.get("headers", []))
         if self._outcome_header:
             headers.append((self._outcome_header, attempt.outcome.encode()))
         await send({**start, "headers": headers})
         await send({"type": "http.response.body", "body": body, "more_body": False})
+
+    async def _settle_alone(self, attempt: Attempt, status: int, start: Message, body: bytes) -> Problem | None:
+        """Two-step mode: each call commits on its own. The problem to answer instead of the app's, if any."""
+        if attempt.unsettled:
+            return None
+        if status in self._retryable:
+            await self._release(attempt)
+            return None
+        try:
+            await store.finish(self._pool, attempt.scope, attempt.key, attempt.token, status, body,
+                               self._headers_to_store(start), self._retention)
+        except psycopg.Error as e:
+            return self._finish_failed(attempt, status, e)
+        return None
+
+    async def _settle_in(self, tx: store.Transaction, attempt: Attempt, status: int, start: Message,
+                         body: bytes) -> Problem | None:
+        """Transactional mode: the answer is stored in the transaction that holds the claim and the handler's
+        work, and the client hears of it only once that transaction committed."""
+        if tx.status not in (TransactionStatus.INTRANS, TransactionStatus.INERROR):
+            # The handler committed or rolled back the middleware's transaction: what is committed is not known.
+            self._log.error("idempotency: %r in %r: the handler ended the middleware's transaction itself; the %d "
+                            "answer is not stored", attempt.key, attempt.scope, status)
+            await tx.rollback()
+            return problems.STORE_FAILED
+        if attempt.unsettled:
+            pass  # its work and the claim commit; the key is recovered once the lease ends
+        elif status in self._retryable:
+            await tx.rollback()  # its work and the claim vanish: the key is free at once
+            return None
+        else:
+            try:
+                await store.finish_in(tx, attempt.scope, attempt.key, attempt.token, status, body,
+                                      self._headers_to_store(start), self._retention)
+            except psycopg.Error as e:
+                await tx.rollback()
+                return self._finish_failed(attempt, status, e)
+        try:
+            await tx.commit()
+        except psycopg.Error as e:
+            # A serialization failure, a deferred constraint, a lost connection, a read-only standby: nothing of
+            # the request stays, so the retry runs it again.
+            self._log.warning("idempotency: %r in %r: the transaction of the %d answer could not be committed, "
+                              "nothing was done: %s", attempt.key, attempt.scope, status, e)
+            return problems.COMMIT_FAILED
+        return None
+
+    def _finish_failed(self, attempt: Attempt, status: int, e: psycopg.Error) -> Problem:
+        if e.sqlstate == store.LEASE_LOST_SQLSTATE:
+            # This request ran past its lease and another took the key over: that one's answer is the one that
+            # counts, and a retry gets it.
+            self._log.warning("idempotency: %r in %r: lease lost, the %d answer is dropped", attempt.key,
+                              attempt.scope, status)
+            return problems.LEASE_LOST
+        # Too large (54000) or the database went away: the key stays claimed until its lease ends (in a
+        # transaction, the claim is rolled back with everything else instead).
+        self._log.error("idempotency: %r in %r: the %d answer could not be stored: %s", attempt.key, attempt.scope,
+                        status, e)
+        return problems.STORE_FAILED
+
+    async def _end_after_exception(self, tx: store.Transaction, attempt: Attempt, e: BaseException) -> None:
+        """The app raised before its answer was settled: its work and the claim are rolled back, so the key is
+        free at once. Unless it left the key unsettled first (its outcome is unknown, say outside the database):
+        then the claim commits as it asked, unfinished, and the key is recovered once its lease ends."""
+        if attempt.unsettled and isinstance(e, Exception):
+            try:
+                await tx.commit()
+            except psycopg.Error as commit_error:
+                self._log.warning("idempotency: %r in %r: the unsettled claim could not be committed, the key is "
+                                  "free: %s", attempt.key, attempt.scope, commit_error)
+            return
+        await self._roll_back(tx, e)
+
+    async def _roll_back(self, tx: store.Transaction, e: BaseException) -> None:
+        """Rolls tx back after e. A cancelled request (not an Exception) may be cancelled again at every await,
+        so its rollback runs as a task of its own, shielded: the connection never stays out of the pool."""
+        if isinstance(e, Exception):
+            await tx.rollback()
+            return
+        cleanup = asyncio.ensure_future(tx.rollback())
+        self._cleanups.add(cleanup)
+        cleanup.add_done_callback(self._cleanups.discard)
+        try:
+            await asyncio.shield(cleanup)
+        except BaseException:
+            pass  # cancelled once more: the task goes on alone, and the caller raises e anyway
 
     async def _release(self, attempt: Attempt) -> None:
         try:
@@ -232,8 +349,9 @@ class _Answer:
     from inside that last send, so whatever the app does after its answer (background tasks) runs after the
     client has it, as without the middleware."""
 
-    def __init__(self, middleware: IdempotencyMiddleware, send: Send, attempt: Attempt) -> None:
-        self._middleware, self._send, self._attempt = middleware, send, attempt
+    def __init__(self, middleware: IdempotencyMiddleware, send: Send, attempt: Attempt,
+                 tx: store.Transaction | None) -> None:
+        self._middleware, self._send, self._attempt, self._tx = middleware, send, attempt, tx
         self._start: Message | None = None
         self._body: list[bytes] = []
         self.settled = False
@@ -251,7 +369,8 @@ class _Answer:
             self._body.append(bytes(message.get("body", b"")))
             if not message.get("more_body", False):
                 self.settled = True
-                await self._middleware._settle(self._send, self._attempt, self._start, b"".join(self._body))
+                await self._middleware._settle(self._send, self._attempt, self._start, b"".join(self._body),
+                                               self._tx)
 
 
 # _read_body's answer for a body over the limit (the rest is not read: the server discards it).

@@ -41,6 +41,8 @@ SCOPE_MISSING = Problem(500, "scope-missing", "the server could not tell whose r
 STORE_FAILED = Problem(500, "store-failed", "the answer could not be stored: retry later with the same Idempotency-Key")
 STORE_UNAVAILABLE = Problem(503, "store-unavailable", "the idempotency store could not be reached: nothing was "
                             "done", retry_after=1)
+COMMIT_FAILED = Problem(503, "commit-failed", "the request's changes could not be committed: nothing was done, retry "
+                        "with the same Idempotency-Key", retry_after=1)
 LEASE_LOST = Problem(409, "lease-lost", "this request ran past its claim and another request took the key over: "
                      "retry to get that one's answer", retry_after=1)
 

@@ -1,16 +1,18 @@
-"""The three SQL calls the middleware makes, bind parameters only (docs/integrations.md). Each runs as its own
-committed statement: a claim must be visible to every duplicate before the handler starts, and an answer
-durable before the client sees it (two-step mode, docs/api.md)."""
+"""The three SQL calls the middleware makes, bind parameters only (docs/integrations.md). By default each runs as
+its own committed statement: a claim must be visible to every duplicate before the handler starts, and an answer
+durable before the client sees it (two-step mode, docs/api.md). In transactional mode the claim and the finish run
+on the request's own connection, inside the transaction that also holds the handler's work (`Transaction`)."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 import psycopg
+from psycopg.pq import TransactionStatus
 
 if TYPE_CHECKING:
     from psycopg_pool import AsyncConnectionPool
@@ -71,23 +73,46 @@ async def _statement(pool: AsyncConnectionPool[Any]) -> AsyncIterator[psycopg.As
 
 async def claim(pool: AsyncConnectionPool[Any], scope: str, key: str, request: Request,
                 lease: Interval | None, wait: Interval | None) -> Claim:
+    async def run(sql: str, params: tuple[Any, ...]) -> Claim:
+        async with _statement(pool) as conn:
+            return await _claim(conn, sql, params)
+
+    return await _claim_either(run, None, scope, key, request, lease, wait)
+
+
+async def claim_in(tx: Transaction, scope: str, key: str, request: Request, lease: Interval | None,
+                   wait: Interval | None) -> Claim:
+    """The claim inside the request's transaction: it commits with the handler's work, or not at all."""
+    async def run(sql: str, params: tuple[Any, ...]) -> Claim:
+        return await _claim(tx.connection, sql, params)
+
+    return await _claim_either(run, tx.restart, scope, key, request, lease, wait)
+
+
+async def _claim_either(run: Callable[[str, tuple[Any, ...]], Awaitable[Claim]],
+                        restart: Callable[[], Awaitable[None]] | None, scope: str, key: str, request: Request,
+                        lease: Interval | None, wait: Interval | None) -> Claim:
+    """The JSON fingerprint first when the body says JSON, else (or when jsonb refuses it) the bytes one."""
     if request.is_json:
         text = _as_text(request.body)  # None for an empty body too: no round trip that would only fail
         if text is not None:
             try:
                 # Latin-1 keeps every byte of the raw target, so two different targets never read the same.
                 params = (scope, key, request.method, request.target.decode("latin-1"), text, lease, wait)
-                return await _claim(pool, _CLAIM_JSON, params)
+                return await run(_CLAIM_JSON, params)
             except psycopg.Error as e:
                 if e.sqlstate not in _NOT_JSONB:
                     raise
-    return await _claim(pool, _CLAIM_BYTES, (scope, key, request.as_bytes(), lease, wait))
+                if restart is not None:
+                    # The failed cast aborted the transaction; it had written nothing yet, so start it afresh
+                    # rather than pay a SAVEPOINT on every JSON claim.
+                    await restart()
+    return await run(_CLAIM_BYTES, (scope, key, request.as_bytes(), lease, wait))
 
 
-async def _claim(pool: AsyncConnectionPool[Any], sql: str, params: tuple[Any, ...]) -> Claim:
-    async with _statement(pool) as conn:
-        cur = await conn.execute(sql, params)
-        row = await cur.fetchone()
+async def _claim(conn: psycopg.AsyncConnection[Any], sql: str, params: tuple[Any, ...]) -> Claim:
+    cur = await conn.execute(sql, params)
+    row = await cur.fetchone()
     if row is None:  # a SELECT of one function call always returns one row
         raise RuntimeError("idem_claim returned no row")
     outcome, token, status_code, response, headers, retry_after = row
@@ -109,7 +134,17 @@ def _as_text(body: bytes) -> str | None:
 async def finish(pool: AsyncConnectionPool[Any], scope: str, key: str, token: int, status: int, body: bytes,
                  headers: Mapping[str, str], retention: Interval | None) -> None:
     async with _statement(pool) as conn:
-        await conn.execute(_FINISH, (scope, key, token, status, body or None, json.dumps(headers), retention))
+        await _finish(conn, scope, key, token, status, body, headers, retention)
+
+
+async def finish_in(tx: Transaction, scope: str, key: str, token: int, status: int, body: bytes,
+                    headers: Mapping[str, str], retention: Interval | None) -> None:
+    await _finish(tx.connection, scope, key, token, status, body, headers, retention)
+
+
+async def _finish(conn: psycopg.AsyncConnection[Any], scope: str, key: str, token: int, status: int, body: bytes,
+                  headers: Mapping[str, str], retention: Interval | None) -> None:
+    await conn.execute(_FINISH, (scope, key, token, status, body or None, json.dumps(headers), retention))
 
 
 async def release(pool: AsyncConnectionPool[Any], scope: str, key: str, token: int) -> bool:
@@ -118,3 +153,71 @@ async def release(pool: AsyncConnectionPool[Any], scope: str, key: str, token: i
         cur = await conn.execute(_RELEASE, (scope, key, token))
         row = await cur.fetchone()
     return bool(row and row[0])
+
+
+class Transaction:
+    """One request's transaction on one connection taken from the pool (transactional mode): the claim, the
+    handler's work and the finish commit together, once, or not at all. `commit` and `rollback` end it and give the
+    connection back; a connection whose ROLLBACK failed is closed instead, so the pool replaces it rather than hand
+    out a connection still in a transaction."""
+
+    def __init__(self, pool: AsyncConnectionPool[Any], conn: psycopg.AsyncConnection[Any]) -> None:
+        self._pool = pool
+        self.connection = conn
+        self.ended = False
+
+    @classmethod
+    async def take(cls, pool: AsyncConnectionPool[Any]) -> Transaction:
+        """A connection from the pool, for `begin`. Raises psycopg.Error (the pool's PoolTimeout is one)."""
+        return cls(pool, await pool.getconn())
+
+    async def begin(self) -> None:
+        """Begins the transaction at the pool's default isolation. On failure the caller rolls back, which gives
+        the connection back."""
+        # Without autocommit psycopg opens the transaction itself with the first statement (with the connection's
+        # own isolation_level, if the pool's configure set one); an autocommit connection needs a BEGIN.
+        if self.connection.autocommit:
+            await self.connection.execute("BEGIN")
+
+    async def restart(self) -> None:
+        """Rolls back what this transaction did and begins another on the same connection."""
+        await self.connection.rollback()
+        await self.begin()
+
+    @property
+    def status(self) -> TransactionStatus:
+        return self.connection.info.transaction_status
+
+    async def commit(self) -> None:
+        """Commits and gives the connection back. On failure (psycopg.Error) nothing was committed and the
+        transaction is over all the same (rolled back, or the connection closed)."""
+        try:
+            if self.status == TransactionStatus.INERROR:
+                # A COMMIT there would answer ROLLBACK without an error: say what it would have done.
+                raise psycopg.errors.InFailedSqlTransaction(
+                    "the transaction was aborted by an earlier error: COMMIT would roll it back")
+            if self.status != TransactionStatus.INTRANS:
+                # The handler ended the transaction itself (COMMIT, ROLLBACK): whatever it committed is not what
+                # the middleware was asked to commit, and the claim may be gone.
+                raise psycopg.ProgrammingError("the transaction was ended by the handler, not by the middleware")
+            await self.connection.commit()
+        except BaseException:
+            await self.rollback()
+            raise
+        await self._give_back()
+
+    async def rollback(self) -> None:
+        """Rolls back (nothing written stays) and gives the connection back; never raises psycopg.Error."""
+        if self.ended:
+            return
+        try:
+            await self.connection.rollback()  # nothing to send when the transaction is already over
+        except psycopg.Error:
+            # Never back into the pool still in a transaction (or broken): closed, the pool replaces it.
+            await self.connection.close()
+        await self._give_back()
+
+    async def _give_back(self) -> None:
+        if not self.ended:
+            self.ended = True
+            await self._pool.putconn(self.connection)

@@ -35,3 +35,22 @@ void key;
 idempotency({ pool });
 // @ts-expect-error: lease is milliseconds or an interval's text
 idempotency({ pool, scope: () => 't', lease: true });
+
+// Transactional mode: a pg.Pool (connect()), everywhere, per request, or from a setting.
+app.use(idempotency({ pool, scope: () => 't', transactional: true }));
+app.post('/tx', idempotency({ pool, scope: () => 't', transactional: (req: express.Request) => req.path === '/tx' }),
+  async (req, res) => {
+    const client = req.idempotency?.client;
+    const { rows } = client ? await client.query('INSERT INTO t VALUES ($1) RETURNING id', [1]) : { rows: [] };
+    const full = client as pg.PoolClient | undefined; // the whole of pg's client API
+    await full?.query('SAVEPOINT s');
+    res.status(201).json({ id: rows[0]?.id });
+  });
+idempotency({ pool, scope: () => 't', transactional: process.env.IDEM_TX === '1' });
+const queryOnly = { query: pool.query.bind(pool) } as { query(text: string): Promise<{ rows: any[] }> };
+idempotency({ pool: queryOnly, scope: () => 't' });
+idempotency({ pool: queryOnly, scope: () => 't', transactional: false });
+// @ts-expect-error: transactional mode needs a pool with connect()
+idempotency({ pool: queryOnly, scope: () => 't', transactional: true });
+// @ts-expect-error: transactional is a boolean or a function of the request
+idempotency({ pool, scope: () => 't', transactional: 'yes' });

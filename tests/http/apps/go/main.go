@@ -2,7 +2,8 @@
 // the middleware, GET /payments/<id> beside it, a stand-in authentication in front of both.
 //
 // Environment: DATABASE_URL, LISTEN_ADDR (127.0.0.1:PORT), IDEM_LEASE (a PostgreSQL interval, default 30s),
-// IDEM_WAIT (an interval, default none), IDEM_OFF=1 (no middleware at all: the benchmark's baseline).
+// IDEM_WAIT (an interval, default none), IDEM_OFF=1 (no middleware at all: the benchmark's baseline), IDEM_TX=1
+// (the middleware's transactional mode: the handler's SQL runs in the key's own transaction).
 package main
 
 import (
@@ -45,6 +46,7 @@ func main() {
 			Lease:         lease,
 			Wait:          wait,
 			OutcomeHeader: "Idempotency-Outcome",
+			Transactional: os.Getenv("IDEM_TX") == "1",
 		})
 		if err != nil {
 			log.Fatal(err)
@@ -61,13 +63,20 @@ func main() {
 	mux.Handle("/payments/", payments.show)
 	addr := env("LISTEN_ADDR", "127.0.0.1:8080")
 	server := &http.Server{Addr: addr, Handler: recovering(authenticate(mux)), ReadHeaderTimeout: 5 * time.Second}
-	log.Printf("sample app (go, idemhttp %s) listening on %s", idemhttp.Version, addr)
+	mode := ""
+	if os.Getenv("IDEM_OFF") == "1" {
+		mode = ", IDEM_OFF"
+	} else if os.Getenv("IDEM_TX") == "1" {
+		mode = ", transactional"
+	}
+	log.Printf("sample app (go, idemhttp %s%s) listening on %s", idemhttp.Version, mode, addr)
 	log.Fatal(server.ListenAndServe())
 }
 
-// createTable creates the payments table if it is missing. CREATE TABLE IF NOT EXISTS alone is not race-safe
-// (two apps starting together can both try and one fails on the catalog's unique index), so it runs under
-// a transaction-level advisory lock.
+// createTable creates the payments table if it is missing, and commit_guard, whose unique check is deferred to
+// COMMIT (cus_commit_fails inserts one row twice to make a COMMIT fail). CREATE TABLE IF NOT EXISTS alone is not
+// race-safe (two apps starting together can both try and one fails on the catalog's unique index), so it runs
+// under a transaction-level advisory lock.
 func createTable(ctx context.Context, pool *pgxpool.Pool) error {
 	tx, err := pool.Begin(ctx)
 	if err != nil {
@@ -80,6 +89,9 @@ func createTable(ctx context.Context, pool *pgxpool.Pool) error {
 	if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS payments (
 	    id bigserial PRIMARY KEY, tenant text NOT NULL, idempotency_key text, amount bigint NOT NULL,
 	    currency text NOT NULL, customer_id text NOT NULL, created_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS commit_guard (id int PRIMARY KEY DEFERRABLE INITIALLY DEFERRED)`); err != nil {
 		return err
 	}
 	return tx.Commit(ctx)

@@ -40,7 +40,17 @@ type created struct {
 var (
 	currencyPattern = regexp.MustCompile(`^[A-Za-z]{3}$`)
 	slowCustomer    = regexp.MustCompile(`^cus_slow_([0-9]{1,5})$`)
+	crashCustomer   = regexp.MustCompile(`^cus_crash_after_write_([0-9]{1,5})$`)
 )
+
+// sleepFor sleeps the N ms of a customer id the pattern matches, when N <= 60000.
+func sleepFor(pattern *regexp.Regexp, customerID string) {
+	if m := pattern.FindStringSubmatch(customerID); m != nil {
+		if ms, _ := strconv.Atoi(m[1]); ms <= 60000 {
+			time.Sleep(time.Duration(ms) * time.Millisecond)
+		}
+	}
+}
 
 // parsePayment reads the body: amount an integer > 0, currency 3 letters, customer_id a non-empty string.
 func parsePayment(r *http.Request) (*created, bool) {
@@ -74,11 +84,7 @@ func (p *payments) create(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	attempt := idemhttp.FromContext(r.Context()) // nil with IDEM_OFF=1
-	if m := slowCustomer.FindStringSubmatch(pay.CustomerID); m != nil {
-		if ms, _ := strconv.Atoi(m[1]); ms <= 60000 {
-			time.Sleep(time.Duration(ms) * time.Millisecond)
-		}
-	}
+	sleepFor(slowCustomer, pay.CustomerID)
 	switch pay.CustomerID {
 	case "cus_fail_503":
 		w.Header().Set("Retry-After", "1")
@@ -103,10 +109,16 @@ func (p *payments) create(w http.ResponseWriter, r *http.Request) {
 		key, pay.Attempt = &attempt.Key, &attempt.Outcome
 	}
 	ctx := r.Context() // idemhttp's: not cancelled when the client hangs up
+	// With IDEM_TX=1 the middleware's transaction, which holds the key: the payment commits with the stored
+	// answer or not at all. Otherwise the pool: each statement commits on its own.
+	var db idemhttp.DB = p.pool
+	if tx := idemhttp.Tx(ctx); tx != nil {
+		db = tx
+	}
 	found := false
 	if attempt != nil && attempt.Recovered() {
 		// The previous owner died, or ran past its lease: it may have paid already. Look before paying.
-		err := p.pool.QueryRow(ctx, `SELECT id FROM payments WHERE tenant = $1 AND idempotency_key = $2 ORDER BY id LIMIT 1`,
+		err := db.QueryRow(ctx, `SELECT id FROM payments WHERE tenant = $1 AND idempotency_key = $2 ORDER BY id LIMIT 1`,
 			pay.Tenant, *key).Scan(&pay.ID)
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			log.Printf("payments lookup: %v", err)
@@ -116,7 +128,7 @@ func (p *payments) create(w http.ResponseWriter, r *http.Request) {
 		found = err == nil
 	}
 	if !found {
-		err := p.pool.QueryRow(ctx, `INSERT INTO payments (tenant, idempotency_key, amount, currency, customer_id)
+		err := db.QueryRow(ctx, `INSERT INTO payments (tenant, idempotency_key, amount, currency, customer_id)
 		                             VALUES ($1, $2, $3, $4, $5) RETURNING id`,
 			pay.Tenant, key, pay.Amount, pay.Currency, pay.CustomerID).Scan(&pay.ID)
 		if err != nil {
@@ -124,6 +136,22 @@ func (p *payments) create(w http.ResponseWriter, r *http.Request) {
 			log.Printf("payments insert: %v", err)
 			w.Header().Set("Retry-After", "1")
 			writeProblem(w, http.StatusServiceUnavailable, "database-unavailable", "nothing was charged: try again")
+			return
+		}
+	}
+	// After the write, by customer: a pause to SIGKILL the app in, a panic, or a COMMIT that will fail.
+	sleepFor(crashCustomer, pay.CustomerID)
+	switch pay.CustomerID {
+	case "cus_throw_after_write":
+		panic("cus_throw_after_write: the handler failed after its write")
+	case "cus_commit_fails":
+		// Deferred: in the transactional mode the unique check fails at COMMIT (23505); on the pool, here.
+		if _, err := db.Exec(ctx, `INSERT INTO commit_guard VALUES (1), (1)`); err != nil {
+			// The payment above has committed already: the retry, with the key released, pays again (this
+			// customer exists to show what the transactional mode prevents).
+			log.Printf("commit_guard insert: %v", err)
+			w.Header().Set("Retry-After", "1")
+			writeProblem(w, http.StatusServiceUnavailable, "database-unavailable", "the database failed: try again")
 			return
 		}
 	}

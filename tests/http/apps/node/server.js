@@ -1,7 +1,7 @@
 // The HTTP suite's payments app on idem-keys-express (tests/http/README.md): one route behind the middleware,
 // with customer ids that make the handler slow, fail, throw or leave its outcome unknown, so the suite can
 // check every rule of docs/integrations.md. Usage: node server.js PORT (127.0.0.1 only); DATABASE_URL,
-// IDEM_LEASE, IDEM_WAIT and IDEM_OFF from the environment.
+// IDEM_LEASE, IDEM_WAIT, IDEM_OFF and IDEM_TX from the environment.
 import { randomUUID } from 'node:crypto';
 import express from 'express';
 import pg from 'pg';
@@ -15,12 +15,15 @@ if (!Number.isInteger(port) || !process.env.DATABASE_URL) {
 const LEASE = process.env.IDEM_LEASE || '30s';
 const WAIT = process.env.IDEM_WAIT || null;
 const OFF = process.env.IDEM_OFF === '1'; // the benchmark's baseline: no middleware at all
+// The middleware's transactional mode: the handler's SQL runs on req.idempotency.client, in the key's transaction.
+const TX = process.env.IDEM_TX === '1';
 
 const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL, max: 16 });
 pool.on('error', (err) => console.warn(`pool: ${err.message}`)); // an idle connection lost: the pool reconnects
 
 // Several apps may start at once on one database: the advisory lock, taken in the transaction that creates the
-// table, makes the second wait for the first instead of failing on a half-created type.
+// tables, makes the second wait for the first instead of failing on a half-created type. commit_guard's unique
+// check is deferred to COMMIT: cus_commit_fails inserts the same row twice to make a COMMIT fail.
 async function createTable() {
   const client = await pool.connect();
   try {
@@ -29,6 +32,7 @@ async function createTable() {
     await client.query(`CREATE TABLE IF NOT EXISTS payments (
       id bigserial PRIMARY KEY, tenant text NOT NULL, idempotency_key text, amount bigint NOT NULL,
       currency text NOT NULL, customer_id text NOT NULL, created_at timestamptz NOT NULL DEFAULT now())`);
+    await client.query('CREATE TABLE IF NOT EXISTS commit_guard (id int PRIMARY KEY DEFERRABLE INITIALLY DEFERRED)');
     await client.query('COMMIT');
   } catch (err) {
     await client.query('ROLLBACK').catch(() => {});
@@ -93,18 +97,35 @@ async function createPayment(req, res) {
     default:
   }
 
-  // A recovered attempt's previous owner died (or ran past its lease) after claiming: it may have paid already.
+  // In transactional mode the middleware's client, whose transaction holds the key: the payment commits with the
+  // answer or not at all. Otherwise the pool: each statement commits on its own.
+  const db = attempt?.client ?? pool;
   let row;
-  if (attempt?.recovered) {
-    const { rows } = await pool.query(
-      'SELECT * FROM payments WHERE tenant = $1 AND idempotency_key = $2 ORDER BY id LIMIT 1', [req.tenant, attempt.key]);
-    [row] = rows;
+  try {
+    // A recovered attempt's previous owner died (or ran past its lease) after claiming: it may have paid already.
+    if (attempt?.recovered) {
+      const { rows } = await db.query(
+        'SELECT * FROM payments WHERE tenant = $1 AND idempotency_key = $2 ORDER BY id LIMIT 1', [req.tenant, attempt.key]);
+      [row] = rows;
+    }
+    if (!row) {
+      const { rows } = await db.query(`INSERT INTO payments (tenant, idempotency_key, amount, currency, customer_id)
+        VALUES ($1, $2, $3, $4, $5) RETURNING *`, [req.tenant, attempt?.key ?? null, pay.amount, pay.currency, pay.customer_id]);
+      [row] = rows;
+    }
+    // Deferred, this fails at COMMIT in transactional mode; otherwise here, after the payment committed.
+    if (pay.customer_id === 'cus_commit_fails') await db.query('INSERT INTO commit_guard VALUES (1), (1)');
+  } catch (err) {
+    // 503 releases the key (in transactional mode the failed statement's transaction is rolled back): retry.
+    console.warn(`payments: ${err.message}`);
+    res.set('Retry-After', '1');
+    problem(res, 503, 'Service Unavailable', 'database-unavailable', 'the database failed: try again');
+    return;
   }
-  if (!row) {
-    const { rows } = await pool.query(`INSERT INTO payments (tenant, idempotency_key, amount, currency, customer_id)
-      VALUES ($1, $2, $3, $4, $5) RETURNING *`, [req.tenant, attempt?.key ?? null, pay.amount, pay.currency, pay.customer_id]);
-    [row] = rows;
-  }
+  // After the write: a SIGKILL during the sleep kills the app before it answers.
+  const crash = /^cus_crash_after_write_(\d+)$/.exec(pay.customer_id);
+  if (crash && Number(crash[1]) <= 60000) await sleep(Number(crash[1]));
+  if (pay.customer_id === 'cus_throw_after_write') throw new Error('cus_throw_after_write: the handler failed after its write');
   res.status(201).location(`/payments/${row.id}`).set('X-Request-Id', randomUUID())
     .json({ ...paymentJson(row), attempt: attempt?.outcome ?? 'claimed' });
 }
@@ -124,11 +145,13 @@ await createTable();
 const app = express();
 app.use(authenticate);
 if (!OFF) {
-  app.use(idempotency({ pool, scope: (req) => req.tenant, lease: LEASE, wait: WAIT, outcomeHeader: 'Idempotency-Outcome' }));
+  app.use(idempotency({ pool, scope: (req) => req.tenant, lease: LEASE, wait: WAIT, outcomeHeader: 'Idempotency-Outcome',
+    transactional: TX }));
 }
 app.use(express.json());
 app.post('/payments', createPayment);
 app.get('/payments/:id', showPayment);
 if (!OFF) app.use(releaseOnError());
 
-app.listen(port, '127.0.0.1', () => console.log(`http sample (node) on 127.0.0.1:${port}${OFF ? ', IDEM_OFF' : ''}`));
+app.listen(port, '127.0.0.1', () => console.log(`http sample (node) on 127.0.0.1:${port}${OFF ? ', IDEM_OFF' : ''}`
+  + `${TX && !OFF ? ', transactional' : ''}`));

@@ -1,6 +1,7 @@
 """The HTTP suite's sample payments app (tests/http/README.md) on idem-keys-asgi: Starlette, served by uvicorn
 (serve.sh). DATABASE_URL names a database with idem_keys; IDEM_LEASE and IDEM_WAIT are PostgreSQL intervals;
-IDEM_OFF=1 runs it without the middleware (the benchmark's baseline)."""
+IDEM_OFF=1 runs it without the middleware (the benchmark's baseline); IDEM_TX=1 runs the middleware in
+transactional mode, and the handler's SQL on its transaction's connection."""
 import asyncio
 import json
 import logging
@@ -9,6 +10,7 @@ import re
 import secrets
 from contextlib import asynccontextmanager
 
+import psycopg
 from psycopg_pool import AsyncConnectionPool
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -20,11 +22,13 @@ from idem_keys_asgi import IdempotencyMiddleware
 logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
 BEARER = re.compile(r"Bearer ([A-Za-z0-9_-]{1,64})")
 SLOW = re.compile(r"cus_slow_([0-9]{1,5})")
+CRASH_AFTER_WRITE = re.compile(r"cus_crash_after_write_([0-9]{1,5})")
 MAX_SLEEP_MS = 60000
 
 # Autocommit: the claim commits before the handler runs and the answer before the client sees it (two-step
-# mode). The pool's timeout bounds how long a request waits for a connection, so a database that went away
-# answers 503 in seconds rather than hanging the client.
+# mode); with IDEM_TX=1 the middleware wraps them and the handler's SQL in one transaction of its own. The pool's
+# timeout bounds how long a request waits for a connection, so a database that went away answers 503 in seconds
+# rather than hanging the client.
 pool = AsyncConnectionPool(os.environ["DATABASE_URL"], min_size=2, max_size=20, timeout=5,
                            kwargs={"autocommit": True}, open=False)
 
@@ -47,6 +51,8 @@ async def create_table():
         await conn.execute("""CREATE TABLE IF NOT EXISTS payments (
             id bigserial PRIMARY KEY, tenant text NOT NULL, idempotency_key text, amount bigint NOT NULL,
             currency text NOT NULL, customer_id text NOT NULL, created_at timestamptz NOT NULL DEFAULT now())""")
+        # cus_commit_fails' two equal rows: refused at COMMIT in transactional mode, at once otherwise.
+        await conn.execute("CREATE TABLE IF NOT EXISTS commit_guard (id int PRIMARY KEY DEFERRABLE INITIALLY DEFERRED)")
 
 
 def problem(status, title, code, detail, headers=None):
@@ -115,20 +121,51 @@ async def create_payment(request):
 
     key = attempt.key if attempt else None
     row = None
-    async with pool.connection() as conn:
+    async with connection_for(attempt) as conn:
         if attempt and attempt.recovered:
             # The previous owner died (or outlived its lease) after its claim: it may have paid already.
-            cur = await conn.execute("SELECT id, tenant, amount, currency, customer_id FROM payments "
-                                     "WHERE tenant = %s AND idempotency_key = %s ORDER BY id LIMIT 1", (tenant, key))
-            row = await cur.fetchone()
+            try:
+                cur = await conn.execute("SELECT id, tenant, amount, currency, customer_id FROM payments "
+                                         "WHERE tenant = %s AND idempotency_key = %s ORDER BY id LIMIT 1",
+                                         (tenant, key))
+                row = await cur.fetchone()
+            except psycopg.Error as e:
+                logging.warning("payments lookup: %s", e)
+                return problem(503, "Service Unavailable", "database-unavailable", "try again")
         if row is None:
-            cur = await conn.execute("INSERT INTO payments (tenant, idempotency_key, amount, currency, customer_id) "
-                                     "VALUES (%s, %s, %s, %s, %s) RETURNING id, tenant, amount, currency, customer_id",
-                                     (tenant, key, pay["amount"], pay["currency"], customer))
-            row = await cur.fetchone()
+            try:
+                cur = await conn.execute(
+                    "INSERT INTO payments (tenant, idempotency_key, amount, currency, customer_id) "
+                    "VALUES (%s, %s, %s, %s, %s) RETURNING id, tenant, amount, currency, customer_id",
+                    (tenant, key, pay["amount"], pay["currency"], customer))
+                row = await cur.fetchone()
+                if customer == "cus_commit_fails":
+                    # Deferred: in a transaction the duplicate is refused by COMMIT, after the answer is stored.
+                    await conn.execute("INSERT INTO commit_guard VALUES (1), (1)")
+            except psycopg.Error as e:
+                # 503 releases the key (in transactional mode the insert is rolled back with it): the retry pays.
+                logging.warning("payments insert: %s", e)
+                return problem(503, "Service Unavailable", "database-unavailable", "nothing was charged: try again",
+                               {"Retry-After": "1"})
+    if customer == "cus_throw_after_write":
+        raise RuntimeError("cus_throw_after_write: the handler throws after its insert")
+    crash = CRASH_AFTER_WRITE.fullmatch(customer)
+    if crash:
+        # Time for a test to SIGKILL the app after the write and before the answer.
+        await asyncio.sleep(min(int(crash[1]), MAX_SLEEP_MS) / 1000)
     body = payment_json(row)
     body["attempt"] = attempt.outcome if attempt else "claimed"
     return JSONResponse(body, 201, headers={"Location": f"/payments/{row[0]}", "X-Request-Id": secrets.token_hex(8)})
+
+
+@asynccontextmanager
+async def connection_for(attempt):
+    """The middleware's connection, in the transaction that holds the claim (IDEM_TX=1), or one from the pool."""
+    if attempt is not None and attempt.connection is not None:
+        yield attempt.connection
+    else:
+        async with pool.connection() as conn:
+            yield conn
 
 
 async def read_payment(request):
@@ -157,7 +194,8 @@ middleware = [Middleware(Authenticate)]
 if os.environ.get("IDEM_OFF") != "1":
     middleware.append(Middleware(IdempotencyMiddleware, pool=pool, scope=tenant_scope,
                                  lease=os.environ.get("IDEM_LEASE", "30s"), wait=os.environ.get("IDEM_WAIT") or None,
-                                 outcome_header="Idempotency-Outcome"))
+                                 outcome_header="Idempotency-Outcome",
+                                 transactional=os.environ.get("IDEM_TX") == "1"))
 app = Starlette(routes=[Route("/payments", create_payment, methods=["POST"]),
                         Route("/payments/{id:int}", read_payment, methods=["GET"])],
                 middleware=middleware, exception_handlers={Exception: server_error}, lifespan=lifespan)
