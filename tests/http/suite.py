@@ -482,29 +482,7 @@ def check_commit_fails(app):
 def check_storm_one_key(app):
     """16 clients on one key at once, each retrying on 409: one payment, one answer, every client holding it."""
     tenant, key = fresh("t"), fresh("k")
-    body = {**PAY, "customer_id": "cus_slow_200"}
-    answers, lock = [], threading.Lock()
-
-    def client():
-        end = time.monotonic() + 30
-        while time.monotonic() < end:
-            reply = app.post(key, body, tenant=tenant, timeout=15)
-            if reply.status == 409:
-                time.sleep(0.05)
-                continue
-            with lock:
-                answers.append(reply)
-            return
-
-    threads = [threading.Thread(target=client, daemon=True) for _ in range(16)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(40)
-    expect(len(answers) == 16, f"{len(answers)} of 16 clients got an answer")
-    expect(all(r.status == 201 and r.raw == answers[0].raw for r in answers), "answers differ")
-    expect(sum(not r.replayed for r in answers) == 1, f"{sum(not r.replayed for r in answers)} answers were not replays")
-    expect(app.payments(tenant, key) == 1, f"{app.payments(tenant, key)} payments")
+    storm(app, tenant, [key], 16, {**PAY, "customer_id": "cus_slow_200"})
 
 
 def check_scope_per_tenant(app):
@@ -532,14 +510,10 @@ def check_other_methods_pass(app):
     expect(app.get(location, fresh("other")).status == 404, "another tenant read the payment")
 
 
-def check_retry_storm(app):
-    """16 keys, 6 clients each, all at once, each retrying on 409 until it holds an answer: one payment per key,
-    one answer per key, every client holding it."""
-    tenant = fresh("t")
-    keys = [fresh("k") for _ in range(16)]
-    body = {**PAY, "customer_id": "cus_slow_150"}
+def storm(app, tenant, keys, clients, body):
+    """clients per key, all at once, each retrying on 409 until it holds an answer (bounded): every client gets the
+    one answer of its key, exactly one of them not a replay, and each key makes one payment."""
     answers = {k: [] for k in keys}
-    claimed = {k: 0 for k in keys}
     lock = threading.Lock()
 
     def client(key):
@@ -551,20 +525,26 @@ def check_retry_storm(app):
                 continue
             with lock:
                 answers[key].append(reply)
-                claimed[key] += not reply.replayed
             return
 
-    threads = [threading.Thread(target=client, args=(k,), daemon=True) for k in keys for _ in range(6)]
+    threads = [threading.Thread(target=client, args=(k,), daemon=True) for k in keys for _ in range(clients)]
     for t in threads:
         t.start()
     for t in threads:
         t.join(40)
     for key in keys:
         got = answers[key]
-        expect(len(got) == 6, f"{key}: {len(got)} of 6 clients got an answer")
+        expect(len(got) == clients, f"{key}: {len(got)} of {clients} clients got an answer")
         expect(all(r.status == 201 and r.raw == got[0].raw for r in got), f"{key}: answers differ")
-        expect(claimed[key] == 1, f"{key}: {claimed[key]} answers were not replays")
+        fresh_answers = sum(not r.replayed for r in got)
+        expect(fresh_answers == 1, f"{key}: {fresh_answers} answers were not replays")
         expect(app.payments(tenant, key) == 1, f"{key}: {app.payments(tenant, key)} payments")
+
+
+def check_retry_storm(app):
+    """16 keys, 6 clients each, all at once, each retrying on 409 until it holds an answer: one payment per key,
+    one answer per key, every client holding it."""
+    storm(app, fresh("t"), [fresh("k") for _ in range(16)], 6, {**PAY, "customer_id": "cus_slow_150"})
 
 
 def check_server_side_wait(app):
