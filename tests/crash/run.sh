@@ -43,6 +43,8 @@ clients=4 keys=3000
 # `finish` line is an acknowledgement: the server answered it before the crash. A statement that failed
 # prints `claim-failed`/`finish-failed` instead: psql can still run the next \echo after losing the
 # connection, and \gset leaves the previous key's values in place, so echoing them would invent an answer.
+# A claim that met the key's lock held by another client answers in_progress with attempt NULL, which
+# \gset would leave unset: it is echoed as 0.
 client_script() {
   local c=$1 i
   echo '\set ON_ERROR_STOP 0'
@@ -50,7 +52,7 @@ client_script() {
     if ((c % 2)); then i=$((keys - 1 - n)); else i=$n; fi
     cat <<SQL
 \set key k$i
-SELECT (r).outcome AS outcome, (r).token IS NOT NULL AS owns, coalesce((r).token, 0) AS token, (r).attempt AS attempt
+SELECT (r).outcome AS outcome, (r).token IS NOT NULL AS owns, coalesce((r).token, 0) AS token, coalesce((r).attempt, 0) AS attempt
   FROM (SELECT idem_claim('storm', :'key', jsonb_build_object('n', :'key'), lease => '2 seconds') r) s \gset
 \if :ERROR
 \echo claim-failed :key
