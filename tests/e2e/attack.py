@@ -239,7 +239,11 @@ def retry_storm(run, sc, payments=200, workers=16):
     wrong = [key for key, body, reply in answered
              if reply.body.get("amount") != body["amount"] or charge_id(reply) != run.charge_of(key)["charge"]["id"]]
     replies = [r for _, _, seen in results for r in seen.replies]
-    sc.expect(len(answered) == payments, f"{payments - len(answered)} payments without a 201")
+    unanswered = Counter(f"{seen.last.status}{' replayed' if seen.last.replayed else ''} {seen.last.body}"
+                         if seen.last else "no answer" for _, _, seen in results
+                         if not (seen.last and seen.last.status == 201))
+    sc.expect(len(answered) == payments, f"{payments - len(answered)} payments without a 201 (their last answers: "
+              f"{dict(unanswered)})")
     sc.expect(not wrong, f"answers that are not the provider's charge: {wrong[:3]}")
     sc.expect(stats["charges"] == payments, f"charges {stats['charges']} != payments {payments}")
     sc.expect(not stats["double_charged"] and stats["calls"] == payments,

@@ -131,10 +131,25 @@ async function handle(config, req, res, next) {
 
   for (const [name, value] of outcomeHeader) res.setHeader(name, value);
   const attempt = new Attempt(config, res, { scope, key, outcome, token: row.token, client });
+  // The client hung up while the key was being claimed. Nobody is left to answer, and a body parser would skip
+  // the replayed body (body-parser treats a request whose socket is gone as finished), so the handler would see
+  // none and its 400 would become the key's stored answer. The key goes back instead, and the retry runs.
+  if (clientGone(req)) {
+    config.logger.warn(`idem-keys-express: the client of ${JSON.stringify(key)} hung up before the handler ran; `
+      + 'the key was released');
+    await attempt.release();
+    return;
+  }
   req.idempotency = attempt.context;
   req[ATTEMPT] = attempt;
   replayBody(req, body);
   next();
+}
+
+// Whether the request's connection can no longer carry an answer: as on-finished (and so body-parser) sees it.
+function clientGone(req) {
+  const { socket } = req;
+  return !socket || socket.destroyed || !socket.readable;
 }
 
 // A failed ROLLBACK is only logged: rollback() has destroyed the client, and PostgreSQL ends the transaction with

@@ -2,6 +2,7 @@
 // docs/integrations.md, and what the handler's answer does to the key.
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
+import net from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, test } from 'node:test';
 import pg from 'pg';
@@ -456,6 +457,55 @@ for (const [name, express] of EXPRESSES) {
         await server.close();
       }
     });
+
+    // A client that gives up right after sending (a short timeout) while its claim is still on the way: the
+    // body parser after the middleware would see a finished request and hand the handler no body, and its 400
+    // would be stored for good. In both modes the handler does not run and the key is free for the retry.
+    for (const transactional of [false, true]) {
+      test(`a client that hangs up during the claim: the handler not run, the key free${transactional ? ' (transactional)' : ''}`, async () => {
+        const hungUp = gate();
+        const logger = memoryLogger();
+        // The pool, except that the claim waits until the client has hung up (and the server has seen it).
+        const held = {
+          query: async (text, values) => {
+            if (String(text).includes('idem_claim')) await hungUp.promise.then(() => sleep(100));
+            return pool.query(text, values);
+          },
+          connect: async () => {
+            const client = await pool.connect();
+            return new Proxy(client, {
+              get: (target, name) => (name === 'query' ? held.query.bind(null) : Reflect.get(target, name)),
+            });
+          },
+        };
+        const seen = [];
+        const server = await serve(express, (app) => app.post('/', (req, res) => {
+          seen.push(req.body);
+          res.status(req.body?.amount ? 201 : 400).json({ got: req.body ?? null });
+        }), { pool: held, logger, transactional });
+        const tenant = fresh('t');
+        try {
+          const socket = net.connect(server.port, '127.0.0.1');
+          await new Promise((resolve) => socket.once('connect', resolve));
+          const body = JSON.stringify({ amount: 5 });
+          socket.write(`POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nX-Tenant: ${tenant}\r\n`
+            + `Idempotency-Key: k\r\nContent-Length: ${body.length}\r\n\r\n${body}`);
+          await sleep(100); // the server has read the whole request and is claiming
+          socket.destroy();
+          hungUp.open();
+          for (let i = 0; i < 50 && !logger.lines.length; i += 1) await sleep(20);
+          assert.equal(seen.length, 0, 'the handler ran for a client that was gone');
+          assert.equal(await lookup(pool, tenant, 'k'), null, 'the key was not released');
+          assert.match(logger.lines.map(([, msg]) => msg).join('\n'), /hung up before the handler ran/);
+          const retry = await as(server.port, tenant)('k', { amount: 5 });
+          assert.equal(retry.status, 201, retry.raw.toString());
+          assert.deepEqual(retry.json(), { got: { amount: 5 } });
+          assert.equal(retry.headers['idempotency-outcome'], 'claimed');
+        } finally {
+          await server.close();
+        }
+      });
+    }
   });
 }
 
