@@ -38,6 +38,7 @@ install_release() { cargo pgrx install --release --pg-config "$PG_CONFIG" >/dev/
 
 # Unit tests, #[pg_test]s, multi-session and property tests: cargo pgrx test with its own cluster.
 stage_pgtest() {
+  python3 scripts/check_imports.py | tail -1 # the modules of src/ import downwards, with no circle
   local base; base=$(scratch_dir)
   cargo pgrx test "pg$PG_MAJOR" --runas postgres --pgdata "$base"
   rm -rf "$base"

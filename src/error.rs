@@ -201,13 +201,12 @@ pub fn checkpoint_after_finish() -> ! {
 /// 42501: tenant binding is on and the scope is not the caller's tenant's. Says nothing about the scope's
 /// keys: the check runs before any read.
 #[track_caller]
-pub fn foreign_scope(function: &str, scope: &str, tenant: &str) -> ! {
+pub fn foreign_scope(function: &str, scope: &str, tenant: &str, separator: char) -> ! {
     raise!(
         PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
         format!("{function}: permission denied for scope \"{scope}\""),
         Some(format!(
-            "Tenant binding is on and the caller's tenant is \"{tenant}\": it may use the scope \"{tenant}\" and scopes that start with \"{tenant}{}\".",
-            crate::tenant::SEPARATOR
+            "Tenant binding is on and the caller's tenant is \"{tenant}\": it may use the scope \"{tenant}\" and scopes that start with \"{tenant}{separator}\"."
         )),
         Some("Put the caller's tenant first in the scope, e.g. 'acme:POST /payments' for tenant acme."),
     )

@@ -10,10 +10,34 @@
 //! (`sweep_interval`, `sweep_databases`, `sweep_enabled`) are `Sighup`: they belong to the server, and
 //! `pg_reload_conf()` changes them without a restart.
 
-use crate::tenant::{self, Binding};
 use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting};
 use pgrx::pg_sys;
 use std::ffi::{c_char, c_void, CStr, CString};
+
+/// Where a caller's tenant comes from; `Off` binds nobody.
+#[derive(pgrx::PostgresGucEnum, Clone, Copy, PartialEq, Debug)]
+pub enum Binding {
+    #[name = c"off"]
+    Off,
+    #[name = c"role"]
+    Role,
+    #[name = c"setting"]
+    Setting,
+    #[name = c"jwt"]
+    Jwt,
+}
+
+impl Binding {
+    /// The value's name, as `SHOW idem_keys.tenant_binding` prints it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Binding::Off => "off",
+            Binding::Role => "role",
+            Binding::Setting => "setting",
+            Binding::Jwt => "jwt",
+        }
+    }
+}
 
 /// Default lease of a claim, in seconds, when `idem_claim(…, lease => NULL)`. A claim whose lease runs out
 /// without a finish may be taken over (`recovered`). Five minutes covers a slow payment provider; pick the
@@ -271,7 +295,7 @@ unsafe extern "C-unwind" fn check_tenant_setting(
     _source: pg_sys::GucSource::Type,
 ) -> bool {
     // SAFETY: PostgreSQL hands a pointer to the proposed value (possibly NULL for RESET to a NULL boot value).
-    check_string(unsafe { *newval }, tenant::valid_setting_name, c"Name a setting such as app.tenant: letters, digits, _ and dots, not an idem_keys setting.")
+    check_string(unsafe { *newval }, valid_setting_name, c"Name a setting such as app.tenant: letters, digits, _ and dots, not an idem_keys setting.")
 }
 
 #[pgrx::pg_guard]
@@ -283,7 +307,7 @@ unsafe extern "C-unwind" fn check_tenant_claim(
     // SAFETY: as above.
     check_string(
         unsafe { *newval },
-        tenant::valid_claim_path,
+        valid_claim_path,
         c"Name a claim such as tenant_id, or a dotted path such as app_metadata.tenant_id.",
     )
 }
@@ -300,4 +324,48 @@ fn check_string(value: *const c_char, valid: fn(&str) -> bool, detail: &CStr) ->
     // SAFETY: GUC reports the detail after the hook returns; it must be palloc'd, as GUC_check_errdetail does.
     unsafe { pg_sys::GUC_check_errdetail_string = pg_sys::pstrdup(detail.as_ptr()) };
     false
+}
+
+/// A setting name `idem_keys.tenant_setting` may hold: letters, digits, `_` and `.`, not starting with a
+/// dot, and not one of ours (the tenant must come from outside the binding's own settings).
+fn valid_setting_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 2 * pg_sys::NAMEDATALEN as usize
+        && !name.starts_with('.')
+        && !name.ends_with('.')
+        && !name.starts_with("idem_keys.")
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.')
+}
+
+/// A claim path `idem_keys.tenant_claim` may hold: one or more non-empty member names joined by dots.
+fn valid_claim_path(path: &str) -> bool {
+    !path.is_empty() && path.len() <= 255 && path.split('.').all(|member| !member.is_empty())
+}
+
+#[cfg(test)]
+mod value_tests {
+    use super::*;
+
+    #[test]
+    fn only_plain_names_are_settings_and_paths() {
+        assert!(valid_setting_name("app.tenant"));
+        assert!(valid_setting_name("request.jwt.claim.tenant_id"));
+        for bad in [
+            "",
+            ".x",
+            "x.",
+            "idem_keys.tenant_binding",
+            "app.ten ant",
+            "a;b",
+        ] {
+            assert!(!valid_setting_name(bad), "{bad}");
+        }
+        assert!(valid_claim_path("sub"));
+        assert!(valid_claim_path("app_metadata.tenant_id"));
+        for bad in ["", ".", "a..b", ".a", "a."] {
+            assert!(!valid_claim_path(bad), "{bad}");
+        }
+    }
 }

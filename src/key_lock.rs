@@ -26,7 +26,8 @@ pub fn try_take(scope: &str, key: &str) -> bool {
     // SAFETY: a lock request on a tag built as SET_LOCKTAG_INT64 builds it, in a transaction; the lock manager
     // releases it at the transaction's end (or at the LockRelease below).
     unsafe {
-        let taken = pg_sys::LockAcquire(&tag, pg_sys::ExclusiveLock as pg_sys::LOCKMODE, false, true);
+        let taken =
+            pg_sys::LockAcquire(&tag, pg_sys::ExclusiveLock as pg_sys::LOCKMODE, false, true);
         if taken == pg_sys::LockAcquireResult::LOCKACQUIRE_NOT_AVAIL {
             return false;
         }

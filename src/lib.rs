@@ -1,12 +1,18 @@
 //! idem_keys: Stripe-grade idempotency keys for PostgreSQL, from plain SQL.
 //!
-//! The DDL lives in `sql/`; each concern has its module: `api` (the SQL verbs), `store` (their statements
-//! through SPI), `direct` (the READ COMMITTED hot path of claim and finish, without SPI), `key_row` (a key's
-//! row as both paths hand it to the verbs), `fingerprint` (with `jsonb_text`, a request's text from its
-//! binary form), `args` (input checks), `result` (the idem_result row), `catalog` (the extension's schema
-//! and objects by OID, and the pinned search_path), `key_lock` (an open transaction's claim, told without waiting on it), `replicated` (no replay a failover can take away),
-//! `compat` (the only code that differs between PostgreSQL releases), `tenant` (tenant binding), `guc`, `error`, and the optional
-//! `sweeper` (the background worker and its shared statistics).
+//! The DDL lives in `sql/`; each concern has its module. From the top down (a module uses only those
+//! below it, so there are no circles):
+//! - `api`: the SQL verbs; `sweeper`: the optional background worker that sweeps.
+//! - `args`: input checks; `tenant`: tenant binding; `result`: the idem_result row.
+//! - `direct`: the READ COMMITTED hot path of claim and finish, without SPI; `store`: the verbs' statements
+//!   through SPI; `replicated`: no replay a failover can take away; `key_lock`: an open transaction's
+//!   claim, told without waiting on it; `sweep_stats`: what the sweeps did, in shared memory, for
+//!   `idem_stats()`.
+//! - `key_row`: a key's row as both paths hand it to the verbs; `fingerprint` (with `jsonb_text`, a
+//!   request's text from its binary form); `catalog`: the extension's schema and objects by OID, and the
+//!   pinned search_path.
+//! - `compat`: the only code that differs between PostgreSQL releases; `guc`: the settings; `error`: every
+//!   error the extension raises.
 
 use pgrx::prelude::*;
 
@@ -23,6 +29,7 @@ mod key_row;
 mod replicated;
 mod result;
 mod store;
+mod sweep_stats;
 mod sweeper;
 mod tenant;
 
@@ -43,7 +50,7 @@ pub extern "C-unwind" fn _PG_init() {
     guc::init();
     // Shared memory and background workers can only be set up while the postmaster preloads us.
     if unsafe { pg_sys::process_shared_preload_libraries_in_progress } {
-        sweeper::stats::init();
+        sweep_stats::init();
         replicated::init();
         sweeper::worker::register();
     }

@@ -16,33 +16,10 @@
 //! here with `GetConfigOption`, without a copy.
 
 use crate::error;
+use crate::guc::{self, Binding};
 use pgrx::pg_sys;
 use std::cell::RefCell;
 use std::ffi::CStr;
-
-/// Where a caller's tenant comes from; `Off` binds nobody.
-#[derive(pgrx::PostgresGucEnum, Clone, Copy, PartialEq, Debug)]
-pub enum Binding {
-    #[name = c"off"]
-    Off,
-    #[name = c"role"]
-    Role,
-    #[name = c"setting"]
-    Setting,
-    #[name = c"jwt"]
-    Jwt,
-}
-
-impl Binding {
-    fn name(self) -> &'static str {
-        match self {
-            Binding::Off => "off",
-            Binding::Role => "role",
-            Binding::Setting => "setting",
-            Binding::Jwt => "jwt",
-        }
-    }
-}
 
 /// Between a tenant and the rest of its scope. A tenant name may not contain it, or tenant `a` would own
 /// tenant `a:b`'s scopes.
@@ -57,7 +34,7 @@ const TENANT_CLAIM: &CStr = c"idem_keys.tenant_claim";
 /// Refuses (42501) a `scope` that the caller's tenant does not own. Free when binding is off.
 #[inline]
 pub fn check(function: &str, scope: &str) {
-    let binding = crate::guc::tenant_binding();
+    let binding = guc::tenant_binding();
     if binding == Binding::Off {
         return;
     }
@@ -101,7 +78,9 @@ fn judge(function: &str, scope: &str, binding: Binding, tenant: Result<&str, Mis
         Ok(tenant) if tenant.contains(SEPARATOR) => {
             error::no_tenant(function, binding.name(), &Missing::Separator.describe())
         }
-        Ok(tenant) if !owns(tenant, scope) => error::foreign_scope(function, scope, tenant),
+        Ok(tenant) if !owns(tenant, scope) => {
+            error::foreign_scope(function, scope, tenant, SEPARATOR)
+        }
         Ok(_) => {}
     }
 }
@@ -213,24 +192,6 @@ fn claim_at(claims: &serde_json::Value, path: &str) -> Option<String> {
     }
 }
 
-/// A setting name `idem_keys.tenant_setting` may hold: letters, digits, `_` and `.`, not starting with a
-/// dot, and not one of ours (the tenant must come from outside the binding's own settings).
-pub fn valid_setting_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 2 * pg_sys::NAMEDATALEN as usize
-        && !name.starts_with('.')
-        && !name.ends_with('.')
-        && !name.starts_with("idem_keys.")
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.')
-}
-
-/// A claim path `idem_keys.tenant_claim` may hold: one or more non-empty member names joined by dots.
-pub fn valid_claim_path(path: &str) -> bool {
-    !path.is_empty() && path.len() <= 255 && path.split('.').all(|member| !member.is_empty())
-}
-
 #[cfg(test)]
 mod rule_tests {
     use super::*;
@@ -263,26 +224,5 @@ mod rule_tests {
         assert_eq!(claim_at(&claims, "list"), None);
         assert_eq!(claim_at(&claims, "f"), None);
         assert_eq!(claim_at(&claims, "missing"), None);
-    }
-
-    #[test]
-    fn only_plain_names_are_settings_and_paths() {
-        assert!(valid_setting_name("app.tenant"));
-        assert!(valid_setting_name("request.jwt.claim.tenant_id"));
-        for bad in [
-            "",
-            ".x",
-            "x.",
-            "idem_keys.tenant_binding",
-            "app.ten ant",
-            "a;b",
-        ] {
-            assert!(!valid_setting_name(bad), "{bad}");
-        }
-        assert!(valid_claim_path("sub"));
-        assert!(valid_claim_path("app_metadata.tenant_id"));
-        for bad in ["", ".", "a..b", ".a", "a."] {
-            assert!(!valid_claim_path(bad), "{bad}");
-        }
     }
 }

@@ -111,7 +111,7 @@ impl Sweep {
 
     /// The sweep is over: record it in `idem_sweep_status()`.
     pub fn record(&self) {
-        crate::sweeper::stats::record_sweep(self.removed, self.longest_batch_micros);
+        crate::sweep_stats::record_sweep(self.removed, self.longest_batch_micros);
     }
 }
 

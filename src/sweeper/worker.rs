@@ -11,8 +11,8 @@
 //!
 //! Both start only after recovery, so a hot standby runs none of this until it is promoted.
 
-use super::stats;
 use crate::guc;
+use crate::sweep_stats;
 use pgrx::bgworkers::{
     BackgroundWorker, BackgroundWorkerBuilder, BackgroundWorkerStatus, BgWorkerStartTime,
     DynamicBackgroundWorker, SignalWakeFlags,
@@ -246,7 +246,7 @@ fn sweep_database(database: &str) -> Option<bool> {
             }
             Err(message) => {
                 log!("idem_keys sweeper: sweeping database \"{database}\" failed, retrying in idem_keys.sweep_interval: {message}");
-                stats::record_error();
+                sweep_stats::record_error();
                 return None;
             }
         }

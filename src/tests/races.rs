@@ -65,11 +65,25 @@ fn second_claim_of_an_open_transactions_key_answers_at_once_or_waits_for_its_ans
     // With a wait: the first's answer as soon as it commits.
     let waiter = thread::spawn(|| claim_waiting(&mut connect(), "race2", "k", "30 seconds"));
     thread::sleep(std::time::Duration::from_millis(300));
-    assert!(!waiter.is_finished(), "a claim with a wait must wait for the open transaction");
-    finish(&mut a, "race2", "k", token, 201, r#"{"same": "transaction"}"#).unwrap();
+    assert!(
+        !waiter.is_finished(),
+        "a claim with a wait must wait for the open transaction"
+    );
+    finish(
+        &mut a,
+        "race2",
+        "k",
+        token,
+        201,
+        r#"{"same": "transaction"}"#,
+    )
+    .unwrap();
     a.batch_execute("COMMIT").unwrap();
     let answered = waiter.join().unwrap();
-    assert_eq!((answered.outcome.as_str(), answered.status_code), ("replay", Some(201)));
+    assert_eq!(
+        (answered.outcome.as_str(), answered.status_code),
+        ("replay", Some(201))
+    );
 }
 
 #[test]
