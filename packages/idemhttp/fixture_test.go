@@ -73,6 +73,17 @@ type fixture struct {
 	server *httptest.Server
 }
 
+// postRecovering sends POST / with Idempotency-Key k and "{}" straight to handler, and returns what the
+// recorder got with the value of a panic that went through the middleware (nil when there was none).
+func postRecovering(handler http.Handler) (w *httptest.ResponseRecorder, recovered interface{}) {
+	defer func() { recovered = recover() }()
+	w = httptest.NewRecorder()
+	req := httptest.NewRequest("POST", "/", strings.NewReader("{}"))
+	req.Header.Set("Idempotency-Key", "k")
+	handler.ServeHTTP(w, req)
+	return w, nil
+}
+
 func newFixture(t *testing.T, opts Options, handler http.Handler) *fixture {
 	t.Helper()
 	return newFixtureOn(t, pool, opts, handler)

@@ -279,22 +279,14 @@ func TestPanicReleases(t *testing.T) {
 				}
 				w.WriteHeader(http.StatusOK)
 			}))
-			serve := func() (w *httptest.ResponseRecorder, recovered interface{}) {
-				defer func() { recovered = recover() }()
-				w = httptest.NewRecorder()
-				req := httptest.NewRequest("POST", "/", strings.NewReader("{}"))
-				req.Header.Set("Idempotency-Key", "k")
-				handler.ServeHTTP(w, req)
-				return w, nil
-			}
-			w, recovered := serve()
+			w, recovered := postRecovering(handler)
 			if recovered != value || w.Body.Len() != 0 {
 				t.Fatalf("recovered %v, body %q", recovered, w.Body.String())
 			}
 			if f.lookup("k") != "" {
 				t.Fatalf("idem_lookup %q: the key was not released", f.lookup("k"))
 			}
-			w, recovered = serve()
+			w, recovered = postRecovering(handler)
 			if recovered != nil || w.Code != 200 {
 				t.Fatalf("after the panic: %v %d", recovered, w.Code)
 			}

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"strings"
 	"sync"
@@ -210,15 +209,7 @@ func TestTxPanicRollsBack(t *testing.T) {
 		}
 		w.WriteHeader(http.StatusCreated)
 	}))
-	serve := func() (w *httptest.ResponseRecorder, recovered interface{}) {
-		defer func() { recovered = recover() }()
-		w = httptest.NewRecorder()
-		req := httptest.NewRequest("POST", "/", strings.NewReader("{}"))
-		req.Header.Set("Idempotency-Key", "k")
-		handler.ServeHTTP(w, req)
-		return w, nil
-	}
-	w, recovered := serve()
+	w, recovered := postRecovering(handler)
 	if recovered != "boom" || w.Body.Len() != 0 {
 		t.Fatalf("recovered %v, body %q", recovered, w.Body.String())
 	}
@@ -226,7 +217,7 @@ func TestTxPanicRollsBack(t *testing.T) {
 	if f.lookup("k") != "" || f.writes("k") != 0 {
 		t.Fatalf("after the panic: idem_lookup %q, %d rows", f.lookup("k"), f.writes("k"))
 	}
-	if w, recovered = serve(); recovered != nil || w.Code != 201 || w.Header().Get("Idempotency-Outcome") != "" {
+	if w, recovered = postRecovering(handler); recovered != nil || w.Code != 201 || w.Header().Get("Idempotency-Outcome") != "" {
 		t.Fatalf("after the panic: %v %d", recovered, w.Code)
 	}
 	settled(t, p)
