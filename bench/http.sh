@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # What each middleware costs per request: the sample payments app of tests/http with its middleware against the
 # same app without idempotency (IDEM_OFF=1), side by side on one throwaway PostgreSQL with the extension, new keys
-# and replays, 1 and 8 clients, interleaved rounds (bench/http/rounds.py), driven by bench/http/load.go.
+# and replays, 1 and 8 clients, interleaved rounds (bench/http/rounds.py), driven by bench/http/load.go. For node
+# also the peer a Node team would pick instead: the same app on npm express-idempotency with its Redis adapter
+# (IDEM_PEER), against its own redis-server (Debian's; loopback, a temp dir, no RDB snapshots, `appendonly yes` with
+# `appendfsync always`, or `everysec` when synchronous_commit is off: the same durability as the commits).
 #   bash bench/http.sh            3 rounds of 5 s per cell (about 10 minutes); prints the table for docs/benchmarks.md
 #   bash bench/http.sh --smoke    one round of 1 s: every app and workload answers 2xx only; not a measurement
 # Knobs: BENCH_HTTP_LANGS ("go python node"), BENCH_HTTP_CLIENTS ("1 8"), BENCH_HTTP_ROUNDS (3),
-# BENCH_HTTP_SECONDS (5), BENCH_HTTP_SYNC (synchronous_commit: on), BENCH_HTTP_PORT (25640; the apps take the next two).
+# BENCH_HTTP_SECONDS (5), BENCH_HTTP_SYNC (synchronous_commit: on), BENCH_HTTP_PORT (25640; the apps take the next four,
+# and Redis, started only when node is measured, the one after: BENCH_HTTP_PORT + 5).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source tests/lib.sh
@@ -20,13 +24,19 @@ case $sync in
   on | off | local | remote_write | remote_apply) ;;
   *) echo "bench/http: BENCH_HTTP_SYNC must be a synchronous_commit value (on, off, local, remote_write, remote_apply), not '$sync'" >&2; exit 2 ;;
 esac
+# Redis's fsync matching the commits': with no standby, every value but off waits for the local WAL flush.
+appendfsync=$([ "$sync" = off ] && echo everysec || echo always)
+peer=$(case " $langs " in *" node "*) echo 1 ;; esac)
 
 # shellcheck disable=SC2086
 bash tests/http/setup.sh $langs
+[ -z "$peer" ] || bash scripts/apt_install.sh http-bench redis-server
 work=$(mktemp -d /tmp/idem-bench-http.XXXXXX)
 chmod 755 "$work"
+redis_pid=
 cleanup() {
   kill_listed "$work/pids" tests/http uvicorn # rounds.py stops its apps; this is for when it could not
+  stop_child "$redis_pid"
   bash scripts/cluster.sh stop "$work/pg"
   rm -rf "$work"
 }
@@ -43,9 +53,25 @@ CREATE ROLE shop LOGIN;
 CREATE DATABASE bench_http OWNER shop;
 SQL
 "${admin[@]}" -d bench_http -c "CREATE EXTENSION idem_keys"
+peer_args=() redis_line=
+if [ -n "$peer" ]; then
+  redis_port=$((port + 5))
+  mkdir "$work/redis"
+  redis-server --port "$redis_port" --bind 127.0.0.1 --protected-mode yes --dir "$work/redis" --daemonize no \
+    --appendonly yes --appendfsync "$appendfsync" --save "" --logfile "$work/redis/redis.log" &
+  redis_pid=$!
+  redis_answers() { [ "$(redis-cli -h 127.0.0.1 -p "$redis_port" ping 2>/dev/null)" = PONG ]; }
+  if ! wait_until 10 redis_answers; then
+    echo "bench/http: redis-server did not start; its log:" >&2
+    cat "$work/redis/redis.log" >&2
+    exit 1
+  fi
+  peer_args=(--redis-url "redis://127.0.0.1:$redis_port")
+  redis_line=" $(redis-server --version | cut -d' ' -f1-3) on 127.0.0.1:$redis_port, appendfsync $appendfsync,"
+fi
 echo "bench/http: PostgreSQL $("${admin[@]}" -d postgres -c "SHOW server_version") on 127.0.0.1:$port," \
-  "synchronous_commit = $("${admin[@]}" -d postgres -c "SHOW synchronous_commit"), commit $(git rev-parse --short HEAD)," \
-  "$(nproc) cores"
+  "synchronous_commit = $("${admin[@]}" -d postgres -c "SHOW synchronous_commit"),$redis_line" \
+  "commit $(git rev-parse --short HEAD), $(nproc) cores"
 python3 -B bench/http/rounds.py --database-url "postgres://shop@127.0.0.1:$port/bench_http" --workdir "$work" \
   --port $((port + 1)) --load "$work/load" --langs "$langs" --clients "${BENCH_HTTP_CLIENTS:-1 8}" \
-  --rounds "$rounds" --seconds "$seconds"
+  --rounds "$rounds" --seconds "$seconds" "${peer_args[@]}"

@@ -1,7 +1,10 @@
-"""The middlewares' cost per request: each sample app (tests/http) with its middleware against the same app with
-IDEM_OFF=1 (no idempotency), both running side by side, measured in interleaved rounds by bench/http/load.go.
-Prints one table row per language, workload and client count: the median of the rounds for each, and their ratio.
-Started by bench/http.sh, which makes the server and the database."""
+"""The middlewares' cost per request: each sample app (tests/http) without idempotency (IDEM_OFF=1), with its
+middleware in the default mode, and with it in the transactional mode (IDEM_TX=1: claim, the handler's write and the
+finish in one commit), and for node the peer a Node team would pick instead (IDEM_PEER: npm express-idempotency on
+Redis), all running side by side, measured in interleaved rounds by bench/http/load.go.
+Prints one table row per language, workload and client count: the median of the rounds for each, and each
+variant's ratio to the app without idempotency.
+Started by bench/http.sh, which makes the server, the database and the peer's Redis."""
 import argparse
 import json
 import os
@@ -15,6 +18,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests/e2e"))
 from harness import Process  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
+# What each variant's app is started with, beside DATABASE_URL (and REDIS_URL for the peer).
+VARIANT_ENV = {"off": {"IDEM_OFF": "1"}, "idem": {}, "tx": {"IDEM_TX": "1"},
+               "peer": {"IDEM_PEER": "express-idempotency"}}
+# The languages whose app has a peer.
+PEER_LANGS = {"node"}
 
 
 def load(binary, port, clients, seconds, workload, prefix):
@@ -39,13 +47,18 @@ def main():
     p.add_argument("--clients", default="1 8")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--seconds", type=float, default=5)
+    p.add_argument("--redis-url", help="the peer's Redis (redis://127.0.0.1:PORT); needed when node is measured")
     a = p.parse_args()
+    if PEER_LANGS & set(a.langs.split()) and not a.redis_url:
+        p.error("--redis-url is needed to measure node (its peer, express-idempotency, stores in Redis)")
     rows = []
     run_id = f"{os.getpid()}-{int(time.time())}"
     for lang in a.langs.split():
-        variants = {"off": a.port, "idem": a.port + 1}
+        names = ["off", "idem", "tx"] + (["peer"] if lang in PEER_LANGS else [])
+        variants = {name: a.port + i for i, name in enumerate(names)}
         apps = [Process(f"bench-{lang}-{name}", ["bash", str(REPO / "tests/http/serve.sh"), lang, str(port)],
-                        {"DATABASE_URL": a.database_url, **({"IDEM_OFF": "1"} if name == "off" else {})}, a.workdir)
+                        {"DATABASE_URL": a.database_url, **VARIANT_ENV[name],
+                         **({"REDIS_URL": a.redis_url} if name == "peer" else {})}, a.workdir)
                 for name, port in variants.items()]
         try:
             for app, port in zip(apps, variants.values()):
@@ -55,23 +68,28 @@ def main():
                 for clients in map(int, a.clients.split()):
                     rps = {name: [] for name in variants}
                     for r in range(a.rounds):
-                        # Interleaved, and the order flips every round, so a drift of the machine hits both.
-                        order = list(variants) if r % 2 == 0 else list(reversed(variants))
+                        # Interleaved, and the order turns every round, so a drift of the machine hits every variant.
+                        order = names[r % len(names):] + names[:r % len(names)]
                         for name in order:
                             prefix = f"{run_id}-{lang}-{name}-{workload}-{clients}-{r}"
                             rps[name].append(load(a.load, variants[name], clients, a.seconds, workload, prefix))
-                    off, idem = statistics.median(rps["off"]), statistics.median(rps["idem"])
-                    rows.append((lang, workload, clients, off, idem, rps))
-                    print(f"{lang} {workload} c{clients}: without {off:.0f}/s, with {idem:.0f}/s "
-                          f"(rounds {[round(x) for x in rps['off']]} / {[round(x) for x in rps['idem']]})",
+                    median = {name: statistics.median(v) for name, v in rps.items()}
+                    rows.append((lang, workload, clients, median))
+                    rounds = " / ".join(f"{name} {[round(x) for x in v]}" for name, v in rps.items())
+                    peer = f", express-idempotency {median['peer']:.0f}/s" if "peer" in median else ""
+                    print(f"{lang} {workload} c{clients}: without {median['off']:.0f}/s, default mode "
+                          f"{median['idem']:.0f}/s, transactional {median['tx']:.0f}/s{peer} (rounds {rounds})",
                           flush=True)
         finally:
             for app in apps:
                 app.stop()
-    print("\n| app | workload | clients | without idempotency (req/s) | with the middleware (req/s) | ratio |")
-    print("|---|---|---:|---:|---:|---:|")
-    for lang, workload, clients, off, idem, _ in rows:
-        print(f"| {lang} | {workload} | {clients} | {off:,.0f} | {idem:,.0f} | {idem / off:.2f}× |")
+    print("\n| app | workload | clients | without idempotency (req/s) | default mode (req/s) | ratio "
+          "| transactional mode (req/s) | ratio | express-idempotency + Redis (req/s) | ratio |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for lang, workload, clients, m in rows:
+        cells = [f"{m[name]:,.0f} | {m[name] / m['off']:.2f}×" if name in m else "– | –"
+                 for name in ("idem", "tx", "peer")]
+        print(f"| {lang} | {workload} | {clients} | {m['off']:,.0f} | {' | '.join(cells)} |")
 
 
 if __name__ == "__main__":

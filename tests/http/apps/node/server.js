@@ -2,10 +2,15 @@
 // with customer ids that make the handler slow, fail, throw or leave its outcome unknown, so the suite can
 // check every rule of docs/integrations.md. Usage: node server.js PORT (127.0.0.1 only); DATABASE_URL,
 // IDEM_LEASE, IDEM_WAIT, IDEM_OFF and IDEM_TX from the environment.
+// IDEM_PEER=express-idempotency: the benchmark's peer, what a Node team would pick instead: npm express-idempotency
+// with its Redis adapter (REDIS_URL, e.g. redis://127.0.0.1:6379) in place of idem-keys-express; only the happy
+// path is meant to work (bench/http/rounds.py).
 import { randomUUID } from 'node:crypto';
 import express from 'express';
 import pg from 'pg';
 import { idempotency, releaseOnError } from 'idem-keys-express';
+import { idempotency as peerIdempotency, getSharedIdempotencyService } from 'express-idempotency';
+import RedisAdapterModule from 'express-idempotency-redis-adapter';
 
 const port = Number(process.argv[2]);
 if (!Number.isInteger(port) || !process.env.DATABASE_URL) {
@@ -17,6 +22,17 @@ const WAIT = process.env.IDEM_WAIT || null;
 const OFF = process.env.IDEM_OFF === '1'; // the benchmark's baseline: no middleware at all
 // The middleware's transactional mode: the handler's SQL runs on req.idempotency.client, in the key's transaction.
 const TX = process.env.IDEM_TX === '1';
+// The benchmark's peer in place of idem-keys-express (the header comment); checked here, before anything starts.
+const PEER = process.env.IDEM_PEER;
+if (PEER !== undefined) {
+  const wrong = PEER !== 'express-idempotency' ? `IDEM_PEER must be express-idempotency (the only peer), not '${PEER}'`
+    : !process.env.REDIS_URL ? 'IDEM_PEER=express-idempotency needs REDIS_URL (redis://127.0.0.1:PORT)'
+      : OFF || TX ? 'IDEM_PEER replaces idem-keys-express: it does not combine with IDEM_OFF or IDEM_TX' : null;
+  if (wrong) {
+    console.error(wrong);
+    process.exit(2);
+  }
+}
 
 const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL, max: 16 });
 pool.on('error', (err) => console.warn(`pool: ${err.message}`)); // an idle connection lost: the pool reconnects
@@ -77,7 +93,7 @@ async function createPayment(req, res) {
       'a JSON body with amount (an integer > 0), currency (3 letters) and customer_id (a non-empty string)');
     return;
   }
-  const attempt = req.idempotency; // undefined with IDEM_OFF=1
+  const attempt = req.idempotency; // undefined with IDEM_OFF=1 and IDEM_PEER
   const slow = /^cus_slow_(\d+)$/.exec(pay.customer_id);
   if (slow && Number(slow[1]) <= 60000) await sleep(Number(slow[1]));
   switch (pay.customer_id) {
@@ -110,7 +126,8 @@ async function createPayment(req, res) {
     }
     if (!row) {
       const { rows } = await db.query(`INSERT INTO payments (tenant, idempotency_key, amount, currency, customer_id)
-        VALUES ($1, $2, $3, $4, $5) RETURNING *`, [req.tenant, attempt?.key ?? null, pay.amount, pay.currency, pay.customer_id]);
+        VALUES ($1, $2, $3, $4, $5) RETURNING *`, [req.tenant, attempt?.key ?? (PEER ? req.get('Idempotency-Key') : null),
+        pay.amount, pay.currency, pay.customer_id]);
       [row] = rows;
     }
     // Deferred, this fails at COMMIT in transactional mode; otherwise here, after the payment committed.
@@ -141,17 +158,34 @@ async function showPayment(req, res) {
   res.json(paymentJson(rows[0]));
 }
 
+// The peer as its READMEs show it: the adapter connected before the first request, the middleware mounted on the
+// POST route after the JSON parser (its replay check compares the parsed body with the first request's), and the
+// handler returning at once on a hit, because the middleware answers a replay from Redis and still calls next().
+async function peerMiddleware() {
+  const RedisAdapter = RedisAdapterModule.default; // a CommonJS module whose class is its `default` export
+  const adapter = new RedisAdapter({ connectionConfig: { url: process.env.REDIS_URL } });
+  await adapter.connect();
+  const middleware = peerIdempotency({ dataAdapter: adapter });
+  const service = getSharedIdempotencyService();
+  return [middleware, (req, res, next) => (service.isHit(req) ? undefined : next())];
+}
+
 await createTable();
 const app = express();
 app.use(authenticate);
-if (!OFF) {
-  app.use(idempotency({ pool, scope: (req) => req.tenant, lease: LEASE, wait: WAIT, outcomeHeader: 'Idempotency-Outcome',
-    transactional: TX }));
+if (PEER) {
+  app.use(express.json());
+  app.post('/payments', ...(await peerMiddleware()));
+} else {
+  if (!OFF) {
+    app.use(idempotency({ pool, scope: (req) => req.tenant, lease: LEASE, wait: WAIT,
+      outcomeHeader: 'Idempotency-Outcome', transactional: TX }));
+  }
+  app.use(express.json());
 }
-app.use(express.json());
 app.post('/payments', createPayment);
 app.get('/payments/:id', showPayment);
-if (!OFF) app.use(releaseOnError());
+if (!OFF && !PEER) app.use(releaseOnError());
 
-app.listen(port, '127.0.0.1', () => console.log(`http sample (node) on 127.0.0.1:${port}${OFF ? ', IDEM_OFF' : ''}`
-  + `${TX && !OFF ? ', transactional' : ''}`));
+const mode = OFF ? ', IDEM_OFF' : PEER ? `, IDEM_PEER ${PEER} on ${process.env.REDIS_URL}` : TX ? ', transactional' : '';
+app.listen(port, '127.0.0.1', () => console.log(`http sample (node) on 127.0.0.1:${port}${mode}`));
