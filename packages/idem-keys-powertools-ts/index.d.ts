@@ -21,6 +21,13 @@ export interface IdemKeysPersistenceLayerOptions {
    * IdempotencyAlreadyInProgressError. At most the call's own lease. Default 0: no wait.
    */
   waitSeconds?: number;
+  /**
+   * The lease of a claim made without a Lambda remaining time (no Lambda context registered, or 0 ms left,
+   * which Powertools takes for none): after it another invocation may take the key over. No longer than the
+   * record's expiry (expiresAfterSeconds). With a remaining time, the lease is that and this is not used.
+   * Default 60; at least 0.001.
+   */
+  leaseSeconds?: number;
 }
 
 /** A Powertools persistence layer on idem_keys, with a fencing token per invocation. */
@@ -60,6 +67,20 @@ export declare class IdempotencyLeaseLostError extends IdempotencyUnknownError {
 export declare class IdempotencyClaimMissingError extends IdempotencyUnknownError {
   readonly name: 'IdempotencyClaimMissingError';
   readonly idempotencyKey: string;
+}
+
+/**
+ * The installed Powertools does not call the layer the way its fencing needs: a step (saveInProgress,
+ * saveSuccess, deleteRecord) that does not call its storage method before its first await, or a call whose
+ * storage methods do not run in the async context of its configure(). Thrown by the constructor, or by the
+ * first claim (then as the `cause` of Powertools' IdempotencyPersistenceLayerError), instead of running unfenced.
+ */
+export declare class IdempotencyUnsupportedPowertoolsError extends IdempotencyUnknownError {
+  readonly name: 'IdempotencyUnsupportedPowertoolsError';
+  /** The installed @aws-lambda-powertools/idempotency's version, from its package.json. */
+  readonly powertoolsVersion: string;
+  /** What the probe found, one sentence each. */
+  readonly findings: readonly string[];
 }
 
 /** The idem_keys key under which a Powertools idempotency key is stored. */

@@ -1,15 +1,30 @@
 #!/usr/bin/env bash
 # idem-keys-powertools' own tests: the type hints (mypy --strict), then every test with the released Powertools
-# decorators (pinned in requirements-test.txt) twice: on $DATABASE_URL_EXTENSION, a database with
-# `CREATE EXTENSION idem_keys`, and on $DATABASE_URL_PORTABLE, one with the portable edition (made by the caller).
-# The venv (.venv here) is made once per change of requirements-test.txt.
+# decorators twice: on $DATABASE_URL_EXTENSION, a database with `CREATE EXTENSION idem_keys`, and on
+# $DATABASE_URL_PORTABLE, one with the portable edition (made by the caller). All of that on both ends of the
+# range in pyproject.toml: the newest release (requirements-test.txt, in .venv) and the floor
+# (requirements-test-floor.txt, in .venv-floor). Each venv is made once per change of its requirements file.
+# Arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")"
 : "${DATABASE_URL_EXTENSION:?DATABASE_URL_EXTENSION must name a database with the idem_keys extension}"
 : "${DATABASE_URL_PORTABLE:?DATABASE_URL_PORTABLE must name a database with the idem_keys portable edition}"
 export DATABASE_URL_EXTENSION DATABASE_URL_PORTABLE
-bash ../../scripts/python_venv.sh "idem-keys-powertools" .venv requirements-test.txt
 export PYTHONDONTWRITEBYTECODE=1
-.venv/bin/mypy --strict --cache-dir=/dev/null src/idem_keys_powertools  # no cache left in the tree
-# -p no:cacheprovider: no .pytest_cache in the tree. A skip fails (tests/conftest.py): it would hide a rule.
-.venv/bin/python -m pytest -q -p no:cacheprovider tests "$@"
+floor=$(sed -n 's/.*"aws-lambda-powertools>=\([0-9.]*\),.*/\1/p' pyproject.toml)
+pinned=$(sed -n 's/^aws-lambda-powertools==//p' requirements-test-floor.txt)
+if [ "$floor" != "$pinned" ]; then
+  echo "idem-keys-powertools: pyproject.toml's range starts at $floor, requirements-test-floor.txt pins $pinned" >&2
+  exit 1
+fi
+for end in newest floor; do
+  if [ $end = newest ]; then venv=.venv requirements=requirements-test.txt
+  else venv=.venv-floor requirements=requirements-test-floor.txt; fi
+  started=$SECONDS
+  bash ../../scripts/python_venv.sh "idem-keys-powertools" "$venv" "$requirements"
+  echo "idem-keys-powertools: Powertools $("$venv/bin/python" -c 'from importlib.metadata import version; print(version("aws-lambda-powertools"))') ($end of the range)"
+  "$venv/bin/mypy" --strict --cache-dir=/dev/null src/idem_keys_powertools  # no cache left in the tree
+  # -p no:cacheprovider: no .pytest_cache in the tree. A skip fails (tests/conftest.py): it would hide a rule.
+  "$venv/bin/python" -m pytest -q -p no:cacheprovider tests "$@"
+  echo "idem-keys-powertools: Powertools, $end of the range: ok in $((SECONDS - started)) s"
+done

@@ -2,8 +2,9 @@
 # The HTTP suite (tests/http/README.md): each middleware package's own tests (on both editions), then every rule of
 # docs/integrations.md against the sample app built on each middleware, on a database with the extension and on
 # one with the portable edition. Needs tests/http/setup.sh first and the extension installed.
-# Usage: run.sh [go] [python] [node] (default: all three). Ports: HTTP_PG_PORT (default 25532) and HTTP_APP_PORT
-# (default 25580), below Linux's ephemeral range so no client connection holds a port an app restarts on.
+# Usage: run.sh [go] [python] [node] [rails] [django] (default: go python node; django and rails by name). Ports: HTTP_PG_PORT (default
+# 25532) and HTTP_APP_PORT (default 25580), below Linux's ephemeral range so no client connection holds a port an
+# app restarts on.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source tests/lib.sh
@@ -33,7 +34,7 @@ echo "http: PostgreSQL on 127.0.0.1:$pg_port, idem_keys $("${admin[@]}" -d http_
   "SELECT extversion FROM pg_extension WHERE extname = 'idem_keys'") in http_ext, the portable edition" \
   "$("${admin[@]}" -d http_portable -c "SELECT idem_keys_portable_version()") in http_portable"
 
-declare -A package=([go]=idemhttp [python]=idem-keys-asgi [node]=idem-keys-express)
+declare -A package=([go]=idemhttp [python]=idem-keys-asgi [node]=idem-keys-express [rails]=idem_keys-rack [django]=idem-keys-django)
 for lang in "${langs[@]}"; do
   echo "--- ${package[$lang]}: the package's own tests"
   t=$SECONDS
@@ -44,8 +45,8 @@ for lang in "${langs[@]}"; do
 done
 
 # A hard stop well inside CI's budget, whatever hangs.
-timeout --kill-after=10 600 python3 -B tests/http/suite.py --database-url "$ext_url" --workdir "$work" \
+timeout --kill-after=10 1200 python3 -B tests/http/suite.py --database-url "$ext_url" --workdir "$work" \
   --port "$app_port" --label "on the extension" "${langs[@]}"
-timeout --kill-after=10 600 python3 -B tests/http/suite.py --database-url "$portable_url" --workdir "$work" \
+timeout --kill-after=10 1200 python3 -B tests/http/suite.py --database-url "$portable_url" --workdir "$work" \
   --port "$app_port" --label "on the portable edition" "${langs[@]}"
 echo "http: total $((SECONDS - start)) s"

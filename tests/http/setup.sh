@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs and builds what the HTTP suite needs (each app's own setup.sh: Debian packages, venv, node_modules, the
-# Go binary), only what is missing. Usage: setup.sh [go] [python] [node] (default: all three).
+# Go binary, the gem), only what is missing. Usage: setup.sh [go] [python] [node] [rails]
+# [django] (default: go python node; django and rails are run by name while their apps settle).
 set -euo pipefail
 cd "$(dirname "$0")"
 langs=("$@")

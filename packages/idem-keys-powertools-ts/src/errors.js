@@ -27,3 +27,15 @@ export class IdempotencyClaimMissingError extends IdempotencyUnknownError {
     this.idempotencyKey = idempotencyKey;
   }
 }
+
+// The installed Powertools does not call the layer the way the layer needs to tie each write to the invocation
+// that made it (src/compatibility.js says what is checked). Raised by the constructor, or by the first claim
+// (then as the `cause` of Powertools' IdempotencyPersistenceLayerError), instead of running unfenced.
+export class IdempotencyUnsupportedPowertoolsError extends IdempotencyUnknownError {
+  constructor(message, { powertoolsVersion, findings }, options) {
+    super(message, options);
+    this.name = 'IdempotencyUnsupportedPowertoolsError';
+    this.powertoolsVersion = powertoolsVersion;
+    this.findings = findings;
+  }
+}

@@ -8,6 +8,7 @@ import {
 } from '@aws-lambda-powertools/idempotency';
 import { BasePersistenceLayer, IdempotencyRecord } from '@aws-lambda-powertools/idempotency/persistence';
 import { ClaimRegistry } from './claims.js';
+import { checkPowertools, contextRefusal } from './compatibility.js';
 import { IdempotencyClaimMissingError, IdempotencyLeaseLostError } from './errors.js';
 import { characters, MAX_CHARACTERS, storeKey } from './keys.js';
 
@@ -24,19 +25,27 @@ const LOOKUP = `SELECT (r).outcome, (r).response_bytes, (r).headers, (r).retry_a
 // again; twice in a row means something else is deleting keys as fast as they are made.
 const MISMATCH_ATTEMPTS = 3;
 
+// The lease of a claim made with no Lambda remaining time to go by (no context registered, or 0 left), unless
+// leaseSeconds says otherwise. Long enough for the calls Powertools usually wraps outside Lambda's deadline (a
+// request API Gateway gives up on after 29 s, a message SQS redelivers after its default 30 s visibility
+// timeout): their retries find the key in progress while the first call may still finish. Short enough that a
+// caller that crashed or hung frees its key within a minute, not at the record's expiry (an hour by default).
+const DEFAULT_LEASE_SECONDS = 60;
+
 export class IdemKeysPersistenceLayer extends BasePersistenceLayer {
   #pool;
   #scope;
   #waitMs;
+  #leaseMs;
   #claims = new ClaimRegistry();
   #payload; // the payload of the step running right now (see #step)
 
   constructor(options) {
     super();
-    const { pool, scope, waitSeconds = 0, ...unknown } = options ?? {};
+    const { pool, scope, waitSeconds = 0, leaseSeconds = DEFAULT_LEASE_SECONDS, ...unknown } = options ?? {};
     if (Object.keys(unknown).length) {
       throw new TypeError(`idem-keys-powertools: unknown option ${Object.keys(unknown).join(', ')} (the options are `
-        + 'pool, scope and waitSeconds; Powertools\' own settings go in its IdempotencyConfig)');
+        + 'pool, scope, waitSeconds and leaseSeconds; Powertools\' own settings go in its IdempotencyConfig)');
     }
     if (!pool || typeof pool.query !== 'function') {
       throw new TypeError('idem-keys-powertools: `pool` is required: a pg.Pool, or anything with its query()');
@@ -50,12 +59,25 @@ export class IdemKeysPersistenceLayer extends BasePersistenceLayer {
       throw new RangeError(`idem-keys-powertools: \`scope\` is ${characters(scope)} characters long; idem_keys `
         + `takes at most ${MAX_CHARACTERS}`);
     }
-    if (typeof waitSeconds !== 'number' || !(waitSeconds >= 0) || !Number.isFinite(waitSeconds)) {
-      throw new RangeError('idem-keys-powertools: `waitSeconds` must be a number of seconds, 0 or more');
+    if (typeof waitSeconds !== 'number') {
+      throw new TypeError(`idem-keys-powertools: \`waitSeconds\` must be a number of seconds, not ${typeof waitSeconds}`);
     }
+    if (!(waitSeconds >= 0) || !Number.isFinite(waitSeconds)) {
+      throw new RangeError(`idem-keys-powertools: \`waitSeconds\` must be a number of seconds, 0 or more, not ${waitSeconds}`);
+    }
+    if (typeof leaseSeconds !== 'number') {
+      throw new TypeError(`idem-keys-powertools: \`leaseSeconds\` must be a number of seconds, not ${typeof leaseSeconds}`);
+    }
+    // At least a millisecond: idem_claim refuses a lease of 0.
+    if (!(leaseSeconds >= 0.001) || !Number.isFinite(leaseSeconds)) {
+      throw new RangeError(`idem-keys-powertools: \`leaseSeconds\` must be a number of seconds, 0.001 or more, not ${leaseSeconds}`);
+    }
+    // Refuses a Powertools that does not call the layer as the fencing needs (src/compatibility.js).
+    checkPowertools();
     this.#pool = pool;
     this.#scope = scope;
     this.#waitMs = Math.round(waitSeconds * 1000);
+    this.#leaseMs = Math.round(leaseSeconds * 1000);
   }
 
   /** The idem_keys scope of every key of this layer. */
@@ -71,17 +93,18 @@ export class IdemKeysPersistenceLayer extends BasePersistenceLayer {
   }
 
   // The public steps are overridden only to let the storage methods see the payload: each base method calls
-  // its storage method before its first await, so the field is read while it holds this step's payload.
-  saveInProgress(data, remainingTimeInMillis) {
-    return this.#step(data, () => super.saveInProgress(data, remainingTimeInMillis));
+  // its storage method before its first await (checked by src/compatibility.js), so the field is read while it
+  // holds this step's payload. Arguments after the payload are passed on as they come.
+  saveInProgress(data, ...rest) {
+    return this.#step(data, () => super.saveInProgress(data, ...rest));
   }
 
-  saveSuccess(data, result) {
-    return this.#step(data, () => super.saveSuccess(data, result));
+  saveSuccess(data, ...rest) {
+    return this.#step(data, () => super.saveSuccess(data, ...rest));
   }
 
-  deleteRecord(data) {
-    return this.#step(data, () => super.deleteRecord(data));
+  deleteRecord(data, ...rest) {
+    return this.#step(data, () => super.deleteRecord(data, ...rest));
   }
 
   #step(data, run) {
@@ -97,11 +120,15 @@ export class IdemKeysPersistenceLayer extends BasePersistenceLayer {
   // invocation's claim, and its token is kept for the update or delete; anything else is an existing record.
   async _putRecord(record) {
     const payload = this.#payload; // before any await
+    const refused = await contextRefusal();
+    if (refused) throw refused;
     const key = storeKey(record.idempotencyKey);
-    // The lease ends when Powertools says the in-progress record does: the Lambda's remaining time. Without a
-    // Lambda context, at the record's expiry, as Powertools' DynamoDB store lets an in-progress record live.
-    // Sent as a duration, so the client's and the server's clocks need not agree.
-    const leaseEnd = record.inProgressExpiryTimestamp ?? record.expiryTimestamp * 1000;
+    // The lease ends when Powertools says the in-progress record does: the Lambda's remaining time. Without it
+    // (no Lambda context, or 0 ms left, which Powertools takes for none), after leaseSeconds, and no later than
+    // the record's expiry, as Powertools' own stores let such a record live. Sent as a duration, so the
+    // client's and the server's clocks need not agree.
+    const leaseEnd = record.inProgressExpiryTimestamp
+      ?? Math.min(Date.now() + this.#leaseMs, record.expiryTimestamp * 1000);
     const leaseMs = Math.max(1, Math.round(leaseEnd - Date.now()));
     // The payload hash (empty when payloadValidationJmesPath is not set) is the request idem_claim fingerprints,
     // so the same key with another payload comes back as mismatch, in progress or finished.

@@ -1,7 +1,8 @@
 // The fencing: the Lambda's remaining time is the claim's lease; after it another invocation takes the key
 // over, and the timed-out invocation's late write is refused (55000) instead of replacing the new owner's
 // record. Also how the token finds its way from the in-progress save to the update of the same invocation:
-// primitive payloads, nested idempotent functions, the idempotent decorator.
+// primitive payloads, nested idempotent functions, the idempotent decorator. Last, the lease itself: the
+// remaining time with a Lambda context, leaseSeconds without one.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import {
@@ -44,7 +45,7 @@ describe('fencing', () => {
         await late.opened;
       }
       return `result of ${context.name}`;
-    }, { persistenceStore: store, keyPrefix: 'pay' });
+    }, { persistenceStore: store });
 
     const timedOut = handler({ id: 1 }, lambdaContext(LEASE_MS, { name: 'timed out' }));
     await started.opened;
@@ -53,7 +54,7 @@ describe('fencing', () => {
     await sleep(LEASE_MS + 300);
     // and after it, the next invocation takes it over and runs.
     assert.equal(await handler({ id: 1 }, lambdaContext(60_000, { name: 'new owner' })), 'result of new owner');
-    assert.equal((await storedRow(pool, store.scope, powertoolsKey('pay', { id: 1 }))).attempt, 2, 'a recovered claim');
+    assert.equal((await storedRow(pool, store.scope, powertoolsKey('', { id: 1 }))).attempt, 2, 'a recovered claim');
 
     late.open();
     await assert.rejects(timedOut, refusedLateWrite);
@@ -118,9 +119,8 @@ describe('fencing', () => {
     await assert.rejects(timedOut, refusedLateWrite);
   });
 
-  test('without a Lambda context, the lease lasts until the record expiry (expiresAfterSeconds)', async () => {
-    const store = layer(pool, 'no-context');
-    const config = new IdempotencyConfig({ expiresAfterSeconds: 2 }); // 1.5 to 2.5 s: Powertools rounds it
+  test('without a Lambda context, a claim is taken over after leaseSeconds; the late write is refused', async () => {
+    const store = layer(pool, 'no-context', { leaseSeconds: 1 });
     const started = gate();
     const late = gate();
     let runs = 0;
@@ -131,20 +131,16 @@ describe('fencing', () => {
         await late.opened;
       }
       return `charged ${orderId} (run ${runs})`;
-    }, { persistenceStore: store, config });
-    const warn = console.warn;
-    console.warn = () => {}; // Powertools warns that it has no remaining time: that is the point here
-    try {
+    }, { persistenceStore: store });
+    await quietly(async () => {
       const first = charge('o-1');
       await started.opened;
       await assert.rejects(charge('o-1'), IdempotencyAlreadyInProgressError);
-      await sleep(2700);
+      await sleep(1300);
       assert.equal(await charge('o-1'), 'charged o-1 (run 2)');
       late.open();
       await assert.rejects(first, refusedLateWrite);
-    } finally {
-      console.warn = warn;
-    }
+    });
   });
 
   test('a primitive payload (a string) is fenced too: the claim follows the async context', async () => {
@@ -244,3 +240,56 @@ describe('fencing', () => {
     await store.deleteRecord({ id: 1 });
   });
 });
+
+// The claim's lease as the database has it, read inside the function: idem_lookup's retry_after, the whole
+// seconds left on it, rounded up. No test here waits for a lease to end.
+describe('the lease', () => {
+  async function leaseSeen(options, config, call) {
+    const store = layer(pool, 'lease', options);
+    let seen;
+    const work = async (payload) => {
+      seen = (await storedRow(pool, store.scope, powertoolsKey('', payload))).retry_after;
+      return 'done';
+    };
+    await quietly(() => call(makeIdempotent(work, { persistenceStore: store, config })));
+    return seen;
+  }
+
+  test('with a Lambda context, the lease is its remaining time, whatever leaseSeconds says', async () => {
+    const seen = await leaseSeen({ leaseSeconds: 5 }, undefined, (handler) => handler({ id: 1 }, lambdaContext(20_000)));
+    assert.ok(seen >= 19 && seen <= 20, `retry_after ${seen}`);
+  });
+
+  test('without a Lambda context, the lease is leaseSeconds: 60 by default', async () => {
+    const seen = await leaseSeen({}, undefined, (charge) => charge({ id: 1 }));
+    assert.ok(seen >= 59 && seen <= 60, `retry_after ${seen}`);
+  });
+
+  test('without a Lambda context, the lease is leaseSeconds when given', async () => {
+    const seen = await leaseSeen({ leaseSeconds: 7 }, undefined, (charge) => charge({ id: 1 }));
+    assert.ok(seen >= 6 && seen <= 7, `retry_after ${seen}`);
+  });
+
+  test('a remaining time of 0, which Powertools takes for none, is leaseSeconds too', async () => {
+    const seen = await leaseSeen({ leaseSeconds: 7 }, undefined, (handler) => handler({ id: 1 }, lambdaContext(0)));
+    assert.ok(seen >= 6 && seen <= 7, `retry_after ${seen}`);
+  });
+
+  test('leaseSeconds goes no further than the record expiry (expiresAfterSeconds)', async () => {
+    const config = new IdempotencyConfig({ expiresAfterSeconds: 30 });
+    const seen = await leaseSeen({ leaseSeconds: 120 }, config, (charge) => charge({ id: 1 }));
+    assert.ok(seen >= 29 && seen <= 31, `retry_after ${seen}`); // the expiry is rounded to the second
+  });
+});
+
+// Runs fn with console.warn silenced: Powertools warns at each claim that has no remaining time to go by,
+// which is what these tests do on purpose.
+async function quietly(fn) {
+  const warn = console.warn;
+  console.warn = () => {};
+  try {
+    return await fn();
+  } finally {
+    console.warn = warn;
+  }
+}

@@ -46,7 +46,7 @@ export const powertoolsKey = (prefix, payload) =>
 
 export async function storedRow(pool, scope, idempotencyKey) {
   const { rows: [row] } = await pool.query(
-    `SELECT (r).outcome, (r).status_code, (r).response, (r).response_bytes, (r).headers, (r).attempt
+    `SELECT (r).outcome, (r).status_code, (r).response, (r).response_bytes, (r).headers, (r).attempt, (r).retry_after
        FROM (SELECT idem_lookup($1::text, $2::text) AS r) s`,
     [scope, storeKey(idempotencyKey)],
   );

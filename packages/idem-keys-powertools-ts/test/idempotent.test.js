@@ -39,11 +39,11 @@ describe('makeIdempotent', () => {
 
   test('what is stored: the result as JSON text, the expiry and payload hash as attributes', async () => {
     const store = layer(pool, 'stored');
-    const handler = makeIdempotent(async () => ({ ok: true }), { persistenceStore: store, keyPrefix: 'orders' });
+    const handler = makeIdempotent(async () => ({ ok: true }), { persistenceStore: store });
     const before = Math.round(Date.now() / 1000);
     await handler({ id: 'o-1' }, lambdaContext());
 
-    const row = await storedRow(pool, store.scope, powertoolsKey('orders', { id: 'o-1' }));
+    const row = await storedRow(pool, store.scope, powertoolsKey('', { id: 'o-1' }));
     assert.equal(row.outcome, 'replay');
     assert.equal(row.status_code, 200);
     assert.equal(row.response, null);
@@ -189,9 +189,9 @@ describe('makeIdempotent', () => {
       runs += 1;
       if (runs === 1) throw failure;
       return 'charged';
-    }, { persistenceStore: store, keyPrefix: 'pay' });
+    }, { persistenceStore: store });
     await assert.rejects(handler({ id: 1 }, lambdaContext()), (error) => error === failure);
-    assert.equal(await storedRow(pool, store.scope, powertoolsKey('pay', { id: 1 })).then((r) => r.outcome), null,
+    assert.equal(await storedRow(pool, store.scope, powertoolsKey('', { id: 1 })).then((r) => r.outcome), null,
       'nothing left in progress');
     assert.equal(await handler({ id: 1 }, lambdaContext()), 'charged');
     assert.equal(await handler({ id: 1 }, lambdaContext()), 'charged');

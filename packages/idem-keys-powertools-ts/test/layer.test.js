@@ -27,10 +27,26 @@ describe('options', () => {
   });
 
   test('waitSeconds is a number of seconds, 0 or more', () => {
-    for (const waitSeconds of [-1, Number.NaN, Infinity, '5']) {
-      assert.throws(() => new IdemKeysPersistenceLayer({ pool, scope: 'orders', waitSeconds }), /waitSeconds/);
+    assert.throws(() => new IdemKeysPersistenceLayer({ pool, scope: 'orders', waitSeconds: '5' }),
+      { name: 'TypeError', message: /`waitSeconds` must be a number of seconds, not string/ });
+    for (const waitSeconds of [-1, Number.NaN, Infinity]) {
+      assert.throws(() => new IdemKeysPersistenceLayer({ pool, scope: 'orders', waitSeconds }),
+        { name: 'RangeError', message: /`waitSeconds` must be a number of seconds, 0 or more/ });
     }
     new IdemKeysPersistenceLayer({ pool, scope: 'orders', waitSeconds: 2.5 });
+  });
+
+  test('leaseSeconds is a number of seconds, at least a millisecond', () => {
+    for (const leaseSeconds of ['60', null, 60n]) {
+      assert.throws(() => new IdemKeysPersistenceLayer({ pool, scope: 'orders', leaseSeconds }),
+        { name: 'TypeError', message: /`leaseSeconds` must be a number of seconds, not / });
+    }
+    for (const leaseSeconds of [0, -1, 0.0004, Number.NaN, Infinity]) {
+      assert.throws(() => new IdemKeysPersistenceLayer({ pool, scope: 'orders', leaseSeconds }),
+        { name: 'RangeError', message: /`leaseSeconds` must be a number of seconds, 0.001 or more/ });
+    }
+    new IdemKeysPersistenceLayer({ pool, scope: 'orders', leaseSeconds: 0.001 });
+    new IdemKeysPersistenceLayer({ pool, scope: 'orders', leaseSeconds: 900 });
   });
 });
 
@@ -49,15 +65,25 @@ describe('keys', () => {
     assert.equal(storeKey(long), storeKey(long));
   });
 
-  test('a long keyPrefix works end to end under the mapped key', async () => {
-    const store = layer(pool, 'long-prefix');
-    const keyPrefix = `service.${'x'.repeat(300)}`;
+  test('a long key prefix works end to end under the mapped key', async () => {
+    // The prefix is the function's name, which Powertools reads when the layer is made (makeIdempotent's
+    // keyPrefix, which sets it too, exists only from some release after 2.14.0 on).
+    const functionName = `service-${'x'.repeat(300)}`;
+    const previous = process.env.AWS_LAMBDA_FUNCTION_NAME;
+    process.env.AWS_LAMBDA_FUNCTION_NAME = functionName;
+    let store;
+    try {
+      store = layer(pool, 'long-prefix');
+    } finally {
+      if (previous === undefined) delete process.env.AWS_LAMBDA_FUNCTION_NAME;
+      else process.env.AWS_LAMBDA_FUNCTION_NAME = previous;
+    }
     let runs = 0;
-    const handler = makeIdempotent(async () => { runs += 1; return 'ok'; }, { persistenceStore: store, keyPrefix });
+    const handler = makeIdempotent(async () => { runs += 1; return 'ok'; }, { persistenceStore: store });
     assert.equal(await handler({ id: 1 }, lambdaContext()), 'ok');
     assert.equal(await handler({ id: 1 }, lambdaContext()), 'ok');
     assert.equal(runs, 1);
-    const row = await storedRow(pool, store.scope, powertoolsKey(keyPrefix, { id: 1 }));
+    const row = await storedRow(pool, store.scope, powertoolsKey(functionName, { id: 1 }));
     assert.equal(row.outcome, 'replay');
   });
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 import warnings
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -145,33 +146,84 @@ def test_lease_is_the_lambdas_remaining_time(layer: IdemKeysPersistenceLayer, po
     assert 3598 <= seen["o-2"] <= 3600
 
 
-def test_without_a_lambda_context_the_lease_is_the_expiry(layer: IdemKeysPersistenceLayer,
-                                                          pool: ConnectionPool[Any], scope: str) -> None:
+def lease_seen(layer: IdemKeysPersistenceLayer, pool: ConnectionPool[Any], scope: str,
+               config: IdempotencyConfig | None = None) -> int:
+    """Calls an @idempotent_function with no Lambda context registered and returns the claim's lease as the
+    database has it inside the function: idem_lookup's retry_after, whole seconds left, rounded up."""
     seen = []
 
     @idempotent_function(data_keyword_argument="order", persistence_store=layer,
-                         config=IdempotencyConfig(event_key_jmespath="order_id", expires_after_seconds=600))
+                         config=config or IdempotencyConfig(event_key_jmespath="order_id"))
     def charge(order: dict[str, Any]) -> dict[str, Any]:
         seen.append(lookup(pool, scope, layer._get_hashed_idempotency_key(order) or "")[3])
         return {}
 
     charge(order=ORDER)  # Powertools warns that it cannot tell the remaining time (pyproject.toml hides it)
-    assert 598 <= seen[0] <= 600
+    return int(seen[0])
+
+
+def test_without_a_lambda_context_the_lease_is_60_seconds(layer: IdemKeysPersistenceLayer,
+                                                           pool: ConnectionPool[Any], scope: str) -> None:
+    assert layer.lease == timedelta(seconds=60)
+    assert 59 <= lease_seen(layer, pool, scope) <= 60
+
+
+def test_without_a_lambda_context_the_lease_is_the_lease_option(pool: ConnectionPool[Any], scope: str) -> None:
+    assert 6 <= lease_seen(IdemKeysPersistenceLayer(scope=scope, pool=pool, lease=7), pool, scope) <= 7
+    # No further than the record's expiry (expires_after_seconds).
+    other = scope + ":short-expiry"
+    config = IdempotencyConfig(event_key_jmespath="order_id", expires_after_seconds=30)
+    long_lease = IdemKeysPersistenceLayer(scope=other, pool=pool, lease=timedelta(minutes=2))
+    assert 29 <= lease_seen(long_lease, pool, other, config) <= 30
+
+
+def test_with_a_lambda_context_the_lease_option_is_not_used(pool: ConnectionPool[Any], scope: str) -> None:
+    layer = IdemKeysPersistenceLayer(scope=scope, pool=pool, lease=7)
+    seen: dict[str, int] = {}
+
+    @idempotent(persistence_store=layer, config=IdempotencyConfig(event_key_jmespath="order_id"))
+    def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        seen[event["order_id"]] = lookup(pool, scope, layer._get_hashed_idempotency_key(event) or "")[3]
+        return {}
+
+    handler(ORDER, FakeContext(remaining_ms=20_000))
+    assert 19 <= seen["o-1"] <= 20
+    # 0 ms left is a Lambda about to be killed, not a missing context (Powertools 3 sets the in-progress expiry
+    # to now): the shortest lease, over by the time the function looks.
+    handler({**ORDER, "order_id": "o-2"}, FakeContext(remaining_ms=0))
+    assert seen["o-2"] == 0
+
+
+def test_lease_and_wait_options_are_checked(pool: ConnectionPool[Any], scope: str) -> None:
+    for bad_type in ("60", None, True):
+        with pytest.raises(TypeError, match="lease must be a number of seconds or a timedelta"):
+            IdemKeysPersistenceLayer(scope=scope, pool=pool, lease=bad_type)  # type: ignore[arg-type]
+    for bad_value in (0, -1, 0.0004, timedelta(0), float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="lease must"):
+            IdemKeysPersistenceLayer(scope=scope, pool=pool, lease=bad_value)
+    with pytest.raises(TypeError, match="wait must be a number of seconds or a timedelta"):
+        IdemKeysPersistenceLayer(scope=scope, pool=pool, wait="5")  # type: ignore[arg-type]
+    assert IdemKeysPersistenceLayer(scope=scope, pool=pool, lease=0.001).lease == timedelta(milliseconds=1)
+    assert IdemKeysPersistenceLayer(scope=scope, pool=pool, lease=timedelta(minutes=5)).lease == timedelta(minutes=5)
 
 
 def test_long_keys_are_hashed_without_collisions(layer: IdemKeysPersistenceLayer, pool: ConnectionPool[Any],
                                                  scope: str) -> None:
     runs = []
 
-    def charge(order: dict[str, Any]) -> dict[str, Any]:
-        runs.append(order)
-        return {"n": len(runs)}
+    def named(qualname: str) -> Any:
+        """A function whose qualified name (part of Powertools' key) is qualname: Powertools 3.0 has no
+        key_prefix, so a long key comes from a long name."""
+        def charge(order: dict[str, Any]) -> dict[str, Any]:
+            runs.append(order)
+            return {"n": len(runs)}
 
-    long_prefix = "p" * 300
-    first = idempotent_function(charge, data_keyword_argument="order", key_prefix=long_prefix + "a",
-                                persistence_store=layer)
-    second = idempotent_function(charge, data_keyword_argument="order", key_prefix=long_prefix + "b",
-                                 persistence_store=layer)
+        charge.__qualname__ = qualname
+        return charge
+
+    long_name = "p" * 300
+    first = idempotent_function(named(long_name + "a"), data_keyword_argument="order", persistence_store=layer)
+    second = idempotent_function(named(long_name + "b"), data_keyword_argument="order", persistence_store=layer)
     assert first(order=ORDER) == {"n": 1}
     assert first(order=ORDER) == {"n": 1}
     assert second(order=ORDER) == {"n": 2}  # shares 300 leading characters, not the key

@@ -8,12 +8,13 @@ import {
   IdemKeysPersistenceLayer,
   IdempotencyClaimMissingError,
   IdempotencyLeaseLostError,
+  IdempotencyUnsupportedPowertoolsError,
   storeKey,
   type IdemKeysPersistenceLayerOptions,
 } from 'idem-keys-powertools';
 
 const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL });
-const options: IdemKeysPersistenceLayerOptions = { pool, scope: 'orders', waitSeconds: 2 };
+const options: IdemKeysPersistenceLayerOptions = { pool, scope: 'orders', waitSeconds: 2, leaseSeconds: 30 };
 const persistenceStore = new IdemKeysPersistenceLayer(options);
 const base: BasePersistenceLayer = persistenceStore;
 const scope: string = persistenceStore.scope;
@@ -36,6 +37,11 @@ export function describe(error: unknown): string {
     return `${cause.idempotencyKey} ${cause.scope} ${cause.key} ${cause.token} ${code}`;
   }
   if (cause instanceof IdempotencyClaimMissingError) return cause.idempotencyKey;
+  // Thrown by the constructor, or by the first call as the cause of Powertools' persistence error.
+  const refusal = cause instanceof IdempotencyUnsupportedPowertoolsError ? cause : error;
+  if (refusal instanceof IdempotencyUnsupportedPowertoolsError) {
+    return `${refusal.powertoolsVersion}: ${refusal.findings.join('; ')}`;
+  }
   return `${base} ${scope} ${key}`;
 }
 

@@ -5,7 +5,7 @@ idem_lookup. The layer keeps no table of its own: a Powertools record is one ide
 |-------------------------------------|-------------------------------------------------------------------------|
 | idempotency key                     | key (keys.store_key), under the scope given to the constructor          |
 | payload hash (payload_validation)   | the request idem_claim fingerprints: another hash is `mismatch`         |
-| INPROGRESS, in-progress expiry      | a claim; its lease is the Lambda's remaining time (else the expiry)    |
+| INPROGRESS, in-progress expiry      | a claim; its lease is the Lambda's remaining time (else `lease`)        |
 | COMPLETED, response data            | a finished key: status 200, the response JSON text as bytea             |
 | expiry (expires_after_seconds)      | the finish's retention; the record's attributes in its headers jsonb   |
 | delete after the function raised    | idem_release with this invocation's token                               |
@@ -46,6 +46,12 @@ VALIDATION = "validation"
 # is gone: its lease ended long ago and a sweep removed it).
 _LEASE_LOST = frozenset({"55000", "P0002"})
 MAX_SCOPE_CHARS = 255
+# The lease of a claim that Powertools gives no in-progress expiry (no Lambda context registered), unless
+# `lease` says otherwise. Long enough for the calls Powertools usually wraps outside Lambda's deadline (a request
+# API Gateway gives up on after 29 s, a message SQS redelivers after its default 30 s visibility timeout): their
+# retries find the key in progress while the first call may still finish. Short enough that a caller that
+# crashed or hung frees its key within a minute, not at the record's expiry (an hour by default).
+DEFAULT_LEASE = timedelta(seconds=60)
 
 
 class _Tokens(threading.local):
@@ -86,6 +92,11 @@ class IdemKeysPersistenceLayer(BasePersistenceLayer):
         How long a duplicate of a running invocation waits for it to end (seconds or a timedelta) before
         Powertools' `IdempotencyAlreadyInProgressError`; it then gets the stored result, or runs if the first
         invocation released the key or ran out its lease. None (the default): no waiting, as Powertools' own layers.
+    lease:
+        The lease of a claim that has no Lambda remaining time to go by (no Lambda context registered), seconds
+        or a timedelta, at least a millisecond; no longer than the record's expiry (`expires_after_seconds`).
+        After it another invocation may take the key over. Default: 60 seconds. With a remaining time, the
+        lease is that, and this is not used.
     logger:
         Where refused results and lost releases are logged (default: `logging.getLogger("idem_keys_powertools")`).
     """
@@ -97,18 +108,24 @@ class IdemKeysPersistenceLayer(BasePersistenceLayer):
         pool: ConnectionPool[Any] | None = None,
         conninfo: str | None = None,
         wait: timedelta | float | None = None,
+        lease: timedelta | float = DEFAULT_LEASE,
         logger: logging.Logger | None = None,
     ) -> None:
         if not isinstance(scope, str) or not 0 < len(scope) <= MAX_SCOPE_CHARS:
             raise ValueError(f"scope must be a string of 1 to {MAX_SCOPE_CHARS} characters, not {scope!r}")
-        if wait is not None and not isinstance(wait, timedelta):
-            wait = timedelta(seconds=wait)
-        if wait is not None and wait < timedelta(0):
-            raise ValueError("wait must not be negative")
+        if wait is not None:
+            wait = _duration("wait", wait)
+            if wait < timedelta(0):
+                raise ValueError(f"wait must not be negative, not {wait}")
+        lease = _duration("lease", lease)
+        if lease < timedelta(milliseconds=1):  # idem_claim refuses a lease of 0
+            raise ValueError(f"lease must be at least a millisecond, not {lease}")
         self._db = Connections(pool, conninfo)
         self.scope = scope
         self.wait = wait
+        self.lease = lease
         self._wait_ms = None if wait is None else int(wait.total_seconds() * 1000)
+        self._lease_without_context_ms = int(lease.total_seconds() * 1000)
         self.logger = logger or logging.getLogger("idem_keys_powertools")
         self._tokens = _Tokens()
         super().__init__()  # type: ignore[no-untyped-call]  # Powertools' __init__ has no annotations
@@ -194,10 +211,10 @@ class IdemKeysPersistenceLayer(BasePersistenceLayer):
     def _lease_ms(self, data_record: DataRecord) -> int:
         """The claim's lease: the Lambda's remaining time, as Powertools' in-progress expiry, but no longer
         than the record's expiry, which ends an in-progress record in Powertools' DynamoDB layer too. Without a
-        Lambda context, the expiry alone."""
+        Lambda context (no in-progress expiry), `lease`, no longer than the expiry either."""
         expiry_ms = self.expires_after_seconds * 1000
         if data_record.in_progress_expiry_timestamp is None:
-            return expiry_ms
+            return min(expiry_ms, self._lease_without_context_ms)
         remaining_ms = int(data_record.in_progress_expiry_timestamp - time.time() * 1000)
         # A Lambda about to be killed (0 ms left): the shortest lease idem_keys takes, so a retry takes over.
         return min(expiry_ms, max(remaining_ms, 1))
@@ -228,3 +245,14 @@ class IdemKeysPersistenceLayer(BasePersistenceLayer):
             status=STATUS_CONSTANTS["INPROGRESS"],
             in_progress_expiry_timestamp=lease_ends_ms,
         )
+
+
+def _duration(name: str, value: timedelta | float) -> timedelta:
+    """A duration option given as seconds or a timedelta."""
+    if isinstance(value, timedelta):
+        return value
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a number of seconds or a timedelta, not {type(value).__name__}")
+    if value != value or value in (float("inf"), float("-inf")):
+        raise ValueError(f"{name} must be a finite number of seconds, not {value}")
+    return timedelta(seconds=value)

@@ -1,0 +1,380 @@
+"""The rules of docs/integrations.md for one Django request, shared by the middleware, the view decorator and the
+DRF mixin: `begin` (the key, the scope, the body, the claim), then `finish` with the view's answer, or `abort`
+when the view raised."""
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.core.exceptions import RequestDataTooBig
+from django.core.signals import got_request_exception
+from django.db import Error as DatabaseError
+from django.db import connections, transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.http import HttpRequest, HttpResponse, UnreadablePostError
+from django.http.response import HttpResponseBase
+from psycopg.pq import TransactionStatus
+
+from . import problems, store
+from .attempt import Attempt
+from .conf import FRAMING_HEADERS, Options
+from .keys import parse_idempotency_key
+from .problems import Problem
+
+# WSGI's and ASGI's name of the Idempotency-Key field. Servers join repeated fields into it with commas.
+_KEY_META = "HTTP_IDEMPOTENCY_KEY"
+
+
+class _RollBack(Exception):
+    """Handed to an atomic block's __exit__ to roll it back: Django's own way, without set_rollback's checks."""
+
+
+_ROLL_BACK = _RollBack()
+
+
+class Guard:
+    """One configuration (IDEM_KEYS, with a view's own options over it) applied to requests."""
+
+    def __init__(self, options: Options) -> None:
+        self.options = options
+        self._log = logging.getLogger("idem_keys_django")
+
+    @property
+    def alias(self) -> str:
+        return self.options.database
+
+    def covers(self, request: HttpRequest) -> bool:
+        return request.method in self.options.methods
+
+    # ---- before the view ---------------------------------------------------------------------------------------
+
+    def begin(self, request: HttpRequest, scope_request: Any = None) -> Attempt | HttpResponseBase | None:
+        """None: the request is not for this guard (another method, or no key where none is required): run the
+        view untouched. A response: send it instead of running the view (a problem, or the first answer's
+        replay). An Attempt: the key is claimed (in transactional mode inside the request's transaction, now open
+        on the alias' connection): run the view, then `finish` with its answer, or `abort` if it raised.
+
+        `scope_request` is what the scope function gets, when it is not `request` (DRF's Request)."""
+        if not self.covers(request):
+            return None
+        field = request.META.get(_KEY_META)
+        if field is None:
+            return problems.KEY_MISSING.response() if self.options.required else None
+        key = parse_idempotency_key(field)
+        if key is None:
+            return problems.KEY_MALFORMED.response()
+        tenant = self.options.scope(request if scope_request is None else scope_request)
+        if tenant is not None and not isinstance(tenant, str):
+            raise TypeError(f"the scope function returned {type(tenant).__name__}, not str or None")
+        if not tenant:
+            self._log.error("idempotency: the scope function gave no scope for %s %s", request.method, request.path)
+            return problems.SCOPE_MISSING.response()
+        body = _read_body(request, self.options.max_body_bytes)
+        if isinstance(body, Problem):
+            return body.response()
+        fingerprint = store.Request(str(request.method), _target(request), body, _is_json(request.META))
+        connection = connections[self.alias]
+        if self.options.transactional:
+            return self._claim_in_transaction(connection, tenant, key, fingerprint)
+        try:
+            claim = store.claim(connection, tenant, key, fingerprint, self.options.lease, self.options.wait)
+        except DatabaseError as e:
+            self._log.warning("idempotency: claim of %r in %r failed: %s", key, tenant, e)
+            return problems.STORE_UNAVAILABLE.response()
+        if claim.outcome in ("claimed", "recovered") and claim.token is not None:
+            return Attempt(tenant, key, claim.outcome, claim.token, self.alias, False)
+        return self._answer(claim)
+
+    def _claim_in_transaction(self, connection: BaseDatabaseWrapper, tenant: str, key: str,
+                              fingerprint: store.Request) -> Attempt | HttpResponseBase:
+        # Durable: this block must be the outermost, so that its COMMIT is the request's, and a failed one can
+        # still be answered (Django's TestCase blocks excepted: there the test's transaction is outermost).
+        atomic = transaction.atomic(using=self.alias, durable=True)
+        try:
+            atomic.__enter__()
+        except DatabaseError as e:
+            self._log.warning("idempotency: the transaction for %r in %r could not begin: %s", key, tenant, e)
+            return problems.STORE_UNAVAILABLE.response()
+        except RuntimeError as e:
+            raise RuntimeError(f"idempotency: the transactional mode opens the request's transaction on "
+                               f"{self.alias!r}, but an atomic block is open there already (an outer "
+                               f"middleware's?)") from e
+        try:
+            claim = self._claim_in(connection, atomic, tenant, key, fingerprint)
+        except BaseException as e:
+            atomic.__exit__(type(e), e, e.__traceback__)
+            if not isinstance(e, DatabaseError):
+                raise
+            self._log.warning("idempotency: claim of %r in %r failed: %s", key, tenant, e)
+            return problems.STORE_UNAVAILABLE.response()
+        if claim.outcome in ("claimed", "recovered") and claim.token is not None:
+            return Attempt(tenant, key, claim.outcome, claim.token, self.alias, True, _atomic=atomic)
+        _roll_back(atomic)  # a replay, a duplicate, a mismatch: the claim wrote nothing
+        return self._answer(claim)
+
+    def _claim_in(self, connection: BaseDatabaseWrapper, atomic: transaction.Atomic, tenant: str, key: str,
+                  fingerprint: store.Request) -> store.Claim:
+        if connection.atomic_blocks and connection.atomic_blocks[0] is atomic:
+            def restart() -> None:
+                # Nothing was written in the transaction yet. Django forbids a rollback inside atomic, so
+                # psycopg's own: psycopg then begins the next transaction with the next statement, and Django's
+                # block goes on around it none the wiser.
+                raw = connection.connection
+                assert raw is not None and not connection.savepoint_ids
+                raw.rollback()
+            return store.claim(connection, tenant, key, fingerprint, self.options.lease, self.options.wait, restart)
+        # Inside a TestCase's transaction (tests of an application): a savepoint stands in for the restart.
+        savepoint = connection.savepoint()
+        assert savepoint is not None  # None only outside a transaction
+
+        def back_to_savepoint() -> None:
+            connection.savepoint_rollback(savepoint)
+        claim = store.claim(connection, tenant, key, fingerprint, self.options.lease, self.options.wait,
+                            back_to_savepoint)
+        connection.savepoint_commit(savepoint)
+        return claim
+
+    def _answer(self, claim: store.Claim) -> HttpResponseBase:
+        if claim.outcome == "replay":
+            return self._replay(claim)
+        if claim.outcome == "in_progress":
+            response = problems.in_progress(claim.retry_after).response()
+        elif claim.outcome == "mismatch":
+            response = problems.KEY_REUSED.response()
+        else:
+            self._log.error("idempotency: idem_claim answered outcome %r, unknown to this version", claim.outcome)
+            return problems.STORE_UNAVAILABLE.response()
+        return self._named(response, claim.outcome)
+
+    def _replay(self, claim: store.Claim) -> HttpResponseBase:
+        body = claim.response or b""
+        response = HttpResponse(body, status=claim.status_code or 200)
+        del response["Content-Type"]  # only what was stored: HttpResponse would add text/html
+        for name, value in (claim.headers or {}).items():
+            if name.lower() not in FRAMING_HEADERS:
+                response[name] = str(value)
+        response["Content-Length"] = str(len(body))
+        response["Idempotent-Replayed"] = "true"
+        return self._named(response, claim.outcome)
+
+    def _named(self, response: HttpResponseBase, outcome: str) -> HttpResponseBase:
+        if self.options.outcome_header:
+            response[self.options.outcome_header] = outcome
+        return response
+
+    # ---- after the view ----------------------------------------------------------------------------------------
+
+    def finish(self, attempt: Attempt, response: HttpResponseBase) -> HttpResponseBase:
+        """Stores, releases or leaves the key as the view's answer says; the response to send: that answer, or
+        the problem that replaces it. A view that raised, answered by Django's 500 page, is marked by the
+        got_request_exception signal (below)."""
+        if attempt.transactional:
+            response = self._finish_in(attempt, response)
+        else:
+            response = self._finish_alone(attempt, response)
+        return self._named(response, attempt.outcome)
+
+    def _finish_alone(self, attempt: Attempt, response: HttpResponseBase) -> HttpResponseBase:
+        """Two-step mode: each call commits on its own."""
+        if attempt.unsettled:
+            return response
+        status = response.status_code
+        if attempt._raised or status in self.options.retryable_statuses:
+            self._release(attempt)
+            return response
+        body = _hold(response)
+        try:
+            store.finish(connections[attempt.using], attempt.scope, attempt.key, attempt.token, status, body,
+                         self._headers_to_store(response), self.options.retention)
+        except DatabaseError as e:
+            return self._finish_failed(attempt, status, e).response()
+        return response
+
+    def _finish_in(self, attempt: Attempt, response: HttpResponseBase) -> HttpResponseBase:
+        """Transactional mode: the answer is stored in the transaction that holds the claim and the view's work,
+        and the client hears of it only once that transaction committed."""
+        atomic, attempt._atomic = attempt._atomic, None
+        if atomic is None:
+            raise RuntimeError("idempotency: the attempt's transaction has ended already")
+        connection = connections[attempt.using]
+        status = response.status_code
+        if attempt._raised:
+            if attempt.unsettled:
+                self._commit_unsettled(attempt, atomic)
+            else:
+                _roll_back(atomic)  # its work and the claim vanish: the key is free at once
+            return response
+        try:
+            state = _transaction_status(connection)
+            if state not in (TransactionStatus.INTRANS, TransactionStatus.INERROR):
+                # The view ended the transaction itself (a raw COMMIT or ROLLBACK): what is committed is not known.
+                self._log.error("idempotency: %r in %r: the view ended the request's transaction itself; the %d "
+                                "answer is not stored", attempt.key, attempt.scope, status)
+                _roll_back(atomic)
+                return problems.STORE_FAILED.response()
+            aborted = connection.needs_rollback or state == TransactionStatus.INERROR
+            if attempt.unsettled:
+                pass  # its work and the claim commit; the key is recovered once the lease ends
+            elif status in self.options.retryable_statuses:
+                _roll_back(atomic)  # its work and the claim vanish: the key is free at once
+                return response
+            elif aborted:
+                self._log.error("idempotency: %r in %r: a statement failed in the request's transaction, which "
+                                "cannot be committed; the %d answer is not stored", attempt.key, attempt.scope, status)
+                _roll_back(atomic)
+                return problems.STORE_FAILED.response()
+            else:
+                body = _hold(response)
+                try:
+                    store.finish(connection, attempt.scope, attempt.key, attempt.token, status, body,
+                                 self._headers_to_store(response), self.options.retention)
+                except DatabaseError as e:
+                    _roll_back(atomic)
+                    return self._finish_failed(attempt, status, e).response()
+            if aborted:
+                # Django would answer COMMIT with a ROLLBACK, PostgreSQL too: say what it would have done.
+                _roll_back(atomic)
+                self._log.warning("idempotency: %r in %r: the transaction of the %d answer had failed, nothing was "
+                                  "done", attempt.key, attempt.scope, status)
+                return problems.COMMIT_FAILED.response()
+        except BaseException as e:
+            atomic.__exit__(type(e), e, e.__traceback__)
+            raise
+        try:
+            atomic.__exit__(None, None, None)  # COMMIT; on failure Django has rolled back already
+        except DatabaseError as e:
+            # A serialization failure, a deferred constraint, a lost connection, a read-only standby: nothing of
+            # the request stays, so the retry runs it again.
+            self._log.warning("idempotency: %r in %r: the transaction of the %d answer could not be committed, "
+                              "nothing was done: %s", attempt.key, attempt.scope, status, e)
+            return problems.COMMIT_FAILED.response()
+        return response
+
+    def abort(self, attempt: Attempt, error: BaseException) -> None:
+        """The view raised before its answer (the exception goes on after this): its key is released, in
+        transactional mode its work rolled back with the claim. Unless it left the key unsettled first: its
+        outcome is unknown, so the claim stays (and commits, unfinished) until its lease ends. A BaseException that
+        is not an Exception (the worker is stopping) leaves the claim to its lease too."""
+        atomic, attempt._atomic = attempt._atomic, None
+        if attempt.transactional:
+            if atomic is None:
+                return
+            if attempt.unsettled and isinstance(error, Exception):
+                self._commit_unsettled(attempt, atomic)
+            else:
+                atomic.__exit__(type(error), error, error.__traceback__)
+        elif isinstance(error, Exception) and not attempt.unsettled:
+            self._release(attempt)
+
+    def _commit_unsettled(self, attempt: Attempt, atomic: transaction.Atomic) -> None:
+        try:
+            atomic.__exit__(None, None, None)
+        except DatabaseError as e:
+            self._log.warning("idempotency: %r in %r: the unsettled claim could not be committed, the key is free: "
+                              "%s", attempt.key, attempt.scope, e)
+
+    def _finish_failed(self, attempt: Attempt, status: int, e: DatabaseError) -> Problem:
+        if store.sqlstate(e) == store.LEASE_LOST_SQLSTATE:
+            # This request ran past its lease and another took the key over: that one's answer is the one that
+            # counts, and a retry gets it.
+            self._log.warning("idempotency: %r in %r: lease lost, the %d answer is dropped", attempt.key,
+                              attempt.scope, status)
+            return problems.LEASE_LOST
+        # Too large (54000) or the database went away: the key stays claimed until its lease ends (in a
+        # transaction, the claim is rolled back with everything else instead).
+        self._log.error("idempotency: %r in %r: the %d answer could not be stored: %s", attempt.key, attempt.scope,
+                        status, e)
+        return problems.STORE_FAILED
+
+    def _release(self, attempt: Attempt) -> None:
+        try:
+            if not store.release(connections[attempt.using], attempt.scope, attempt.key, attempt.token):
+                self._log.info("idempotency: %r in %r was taken over before its release", attempt.key, attempt.scope)
+        except DatabaseError as e:
+            # Harmless to the client: the claim then runs out its lease and the next request recovers the key.
+            self._log.warning("idempotency: release of %r in %r failed: %s", attempt.key, attempt.scope, e)
+
+    def _headers_to_store(self, response: HttpResponseBase) -> dict[str, str]:
+        stored: dict[str, str] = {}
+        for name, value in response.items():
+            canonical = self.options.stored_headers.get(name.lower())
+            if canonical is not None:
+                stored[canonical] = f"{stored[canonical]}, {value}" if canonical in stored else value
+        return stored
+
+
+def _roll_back(atomic: transaction.Atomic) -> None:
+    """Ends the request's atomic block with a ROLLBACK (a connection whose ROLLBACK failed is closed by Django)."""
+    atomic.__exit__(_RollBack, _ROLL_BACK, None)
+
+
+def _transaction_status(connection: BaseDatabaseWrapper) -> TransactionStatus | None:
+    raw = connection.connection
+    if raw is None or not connection.in_atomic_block:
+        return None
+    status: TransactionStatus = raw.info.transaction_status
+    return status
+
+
+def _hold(response: HttpResponseBase) -> bytes:
+    """The whole body of the answer, which is then sent from memory: a streamed one is read to its end first (the
+    answer is stored before the client sees any of it)."""
+    if response.streaming:
+        body = b"".join(response)  # Django's own iteration, which also consumes an async iterator
+        response.streaming_content = [body]  # type: ignore[attr-defined]
+        return body
+    content: bytes = response.content  # type: ignore[attr-defined]
+    return content
+
+
+def _read_body(request: HttpRequest, limit: int) -> bytes | Problem:
+    """The whole request body (the fingerprint covers it), read into request.body, where the view and DRF's
+    parsers find it again. Django reads no more than Content-Length."""
+    try:
+        length = int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        length = 0  # as Django reads it
+    if length > limit:
+        return problems.BODY_TOO_LARGE  # not read: nothing is claimed
+    try:
+        return request.body
+    except RequestDataTooBig:  # DATA_UPLOAD_MAX_MEMORY_SIZE is below the limit
+        return problems.BODY_TOO_LARGE
+    except UnreadablePostError:  # the client went away while sending it
+        return problems.BODY_UNREADABLE
+
+
+def _target(request: HttpRequest) -> str:
+    """Path and query as the client sent them, not decoded, so /a%2Fb and /a/b stay two requests: gunicorn's
+    RAW_URI, uWSGI's REQUEST_URI, an ASGI server's raw_path; else (Django's test client) the path Django
+    re-quotes."""
+    raw = request.META.get("RAW_URI") or request.META.get("REQUEST_URI")
+    if isinstance(raw, str) and raw.startswith("/"):
+        return raw
+    scope = getattr(request, "scope", None)
+    if isinstance(scope, dict) and isinstance(scope.get("raw_path"), bytes):
+        path = scope["raw_path"].decode("latin-1")
+        query = scope.get("query_string", b"").decode("latin-1")
+        return f"{path}?{query}" if query else path
+    return request.get_full_path()
+
+
+def _is_json(meta: dict[str, Any]) -> bool:
+    """A JSON media type (application/json, application/*+json) on a body that is not compressed (no
+    Content-Encoding, or identity): a compressed JSON body counts by its bytes, in every middleware."""
+    media = str(meta.get("CONTENT_TYPE", "")).split(";", 1)[0].strip().lower()
+    encoding = str(meta.get("HTTP_CONTENT_ENCODING", "")).strip().lower() or "identity"
+    json_type = media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
+    return json_type and encoding == "identity"
+
+
+def _note_exception(sender: Any, request: Any = None, **kwargs: Any) -> None:
+    """Django answers an exception of the view (or of a middleware inside this one) with its 500 page before the
+    middleware sees the answer; this signal, sent just before, says that the 500 is an exception's: the key is
+    released rather than the page stored."""
+    attempt = getattr(request, "idempotency", None)
+    if isinstance(attempt, Attempt):
+        attempt._raised = True
+
+
+got_request_exception.connect(_note_exception, dispatch_uid="idem_keys_django.guard.note_exception")
