@@ -22,6 +22,7 @@ for end in newest floor; do
   else venv=.venv-floor requirements=requirements-test-floor.txt; fi
   started=$SECONDS
   bash ../../scripts/python_venv.sh "idem-keys-powertools" "$venv" "$requirements"
+  bash ../../scripts/install_wheel.sh . "$venv" # its wheel, built from its sdist: the tests run that, not src/
   echo "idem-keys-powertools: Powertools $("$venv/bin/python" -c 'from importlib.metadata import version; print(version("aws-lambda-powertools"))') ($end of the range)"
   "$venv/bin/mypy" --strict --cache-dir=/dev/null src/idem_keys_powertools  # no cache left in the tree
   # -p no:cacheprovider: no .pytest_cache in the tree. A skip fails (tests/conftest.py): it would hide a rule.

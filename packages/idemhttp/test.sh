@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# idemhttp's tests: gofmt, go vet, then go test (with the race detector where it can run) against
-# $DATABASE_URL, a database where idem_keys is installed (the extension or the portable edition).
-# GOPATH mode: see gopath.sh.
+# idemhttp's tests: gofmt here, then go vet and go test (with the race detector where it can run) on the package
+# as a Go user downloads it (its module zip, unpacked into a GOPATH by gopath.sh), against $DATABASE_URL, a database
+# where idem_keys is installed (the extension or the portable edition).
 set -euo pipefail
 cd "$(dirname "$0")"
 : "${DATABASE_URL:?DATABASE_URL must name a database with idem_keys installed}"

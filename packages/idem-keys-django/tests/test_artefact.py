@@ -1,4 +1,4 @@
-"""These tests run against the package as a user installs it: the wheel built from the sdist (install.sh), in
+"""These tests run against the package as a user installs it: the wheel built from the sdist (scripts/install_wheel.sh), in
 the venv's site-packages, not the source tree."""
 import sys
 from importlib import metadata
