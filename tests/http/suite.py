@@ -8,6 +8,7 @@ import http.client
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -73,7 +74,12 @@ def send(port, method, path, body=b"", headers=(), timeout=10.0):
             conn.putheader(name, value)
         if body or method in ("POST", "PATCH"):
             conn.putheader("Content-Length", str(len(body)))
-        conn.endheaders(body or None)
+        try:
+            conn.endheaders(body or None)
+        except (BrokenPipeError, ConnectionResetError):
+            # A server may answer (413, say) and close before it has read the whole body; like curl and the
+            # browsers, read the answer it sent rather than report the refused upload.
+            pass
         resp = conn.getresponse()
         raw = resp.read()
         merged = {}
@@ -130,6 +136,10 @@ class App:
     def kill(self):
         self.process.popen.send_signal(signal.SIGKILL)
         self.process.popen.wait(5)
+        # A server's workers can outlive their master for a moment (gunicorn's die by the parent-death signal) and
+        # still hold the listening socket: until they are gone, the restarted app's readiness probe would reach them.
+        expect(wait_for(lambda: not accepting(self.port), "the killed app's port closing"),
+               f"port {self.port} still accepts connections 10 s after the app's SIGKILL")
 
     def stop(self):
         self.process.stop()
@@ -187,6 +197,15 @@ def later(fn, *args, **kwargs):
             expect("reply" in box, "a request did not end within 60 s")
             return box["reply"]
     return Pending
+
+
+def accepting(port):
+    """Whether something accepts connections on the port."""
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+        return True
+    except OSError:
+        return False
 
 
 def wait_for(condition, what, seconds=10.0):

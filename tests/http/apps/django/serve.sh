@@ -2,8 +2,8 @@
 # serve.sh PORT: the Django sample app on 127.0.0.1:PORT in the foreground: gunicorn, one gthread worker of 16
 # threads (exec: the caller's pid is gunicorn's master, and its command line names tests/http, which run.sh's
 # clean-up looks for). gunicorn.conf.py makes the worker die with the master, so a SIGKILL of this pid kills the
-# request in flight, as the suite's crash checks need. DATABASE_URL, IDEM_LEASE, IDEM_WAIT, IDEM_OFF, IDEM_TX:
-# payments/settings.py.
+# request in flight, as the suite's crash checks need. DATABASE_URL, IDEM_LEASE, IDEM_WAIT, IDEM_OFF, IDEM_TX and
+# the benchmark's IDEM_PEER: payments/settings.py.
 set -euo pipefail
 port=${1:?usage: serve.sh PORT}
 here=$(cd "$(dirname "$0")" && pwd)

@@ -27,7 +27,7 @@ def valid(pay):
 def create_payment(request):
     if request.method != "POST":
         return problem(405, "Method Not Allowed", "method-not-allowed", "POST only", {"Allow": "POST"})
-    attempt = getattr(request, "idempotency", None)  # None with IDEM_OFF=1
+    attempt = getattr(request, "idempotency", None)  # None with IDEM_OFF=1 and IDEM_PEER
     try:
         pay = json.loads(request.body)
     except ValueError:
