@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
 # What each middleware costs per request: the sample payments app of tests/http with its middleware against the
 # same app without idempotency (IDEM_OFF=1), side by side on one throwaway PostgreSQL with the extension, new keys
-# and replays, 1 and 8 clients, interleaved rounds (bench/http/rounds.py), driven by bench/http/load.go. For node
-# also the peer a Node team would pick instead: the same app on npm express-idempotency with its Redis adapter
-# (IDEM_PEER), against its own redis-server (Debian's; loopback, a temp dir, no RDB snapshots, `appendonly yes` with
-# `appendfsync always`, or `everysec` when synchronous_commit is off: the same durability as the commits).
-#   bash bench/http.sh            3 rounds of 5 s per cell (about 10 minutes); prints the table for docs/benchmarks.md
+# and replays, 1 and 8 clients, interleaved rounds (bench/http/rounds.py), driven by bench/http/load.go; apps go,
+# python, node, django (gunicorn) and rails (puma). For node and django also the peer a team would pick instead
+# (IDEM_PEER), the same app on it:
+# - node: npm express-idempotency with its Redis adapter, against its own redis-server (Debian's; loopback, a temp
+#   dir, no RDB snapshots, `appendonly yes` with `appendfsync always`, or `everysec` when synchronous_commit is off:
+#   the same durability as the commits);
+# - django: PyPI django-idempotency-key on Django's database cache, a table in the same PostgreSQL (its
+#   settings.py says why).
+#   bash bench/http.sh            3 rounds of 5 s per cell and variant (about 18 minutes for the five apps, 8 for
+#                                 BENCH_HTTP_LANGS="django rails"); prints the table for docs/benchmarks.md
 #   bash bench/http.sh --smoke    one round of 1 s: every app and workload answers 2xx only; not a measurement
-# Knobs: BENCH_HTTP_LANGS ("go python node"), BENCH_HTTP_CLIENTS ("1 8"), BENCH_HTTP_ROUNDS (3),
+# Knobs: BENCH_HTTP_LANGS ("go python node django rails"), BENCH_HTTP_CLIENTS ("1 8"), BENCH_HTTP_ROUNDS (3),
 # BENCH_HTTP_SECONDS (5), BENCH_HTTP_SYNC (synchronous_commit: on), BENCH_HTTP_PORT (25640; the apps take the next four,
 # and Redis, started only when node is measured, the one after: BENCH_HTTP_PORT + 5).
 set -euo pipefail
@@ -16,7 +21,7 @@ source tests/lib.sh
 smoke=
 case "${1:-}" in --smoke) smoke=1 ;; "") ;; *) echo "usage: $0 [--smoke]" >&2; exit 2 ;; esac
 port=${BENCH_HTTP_PORT:-25640}
-langs=${BENCH_HTTP_LANGS:-go python node}
+langs=${BENCH_HTTP_LANGS:-go python node django rails}
 rounds=${BENCH_HTTP_ROUNDS:-$([ -n "$smoke" ] && echo 1 || echo 3)}
 seconds=${BENCH_HTTP_SECONDS:-$([ -n "$smoke" ] && echo 1 || echo 5)}
 sync=${BENCH_HTTP_SYNC:-on}
@@ -26,11 +31,12 @@ case $sync in
 esac
 # Redis's fsync matching the commits': with no standby, every value but off waits for the local WAL flush.
 appendfsync=$([ "$sync" = off ] && echo everysec || echo always)
-peer=$(case " $langs " in *" node "*) echo 1 ;; esac)
+# Redis is node's peer's store only.
+redis=$(case " $langs " in *" node "*) echo 1 ;; esac)
 
 # shellcheck disable=SC2086
 bash tests/http/setup.sh $langs
-[ -z "$peer" ] || bash scripts/apt_install.sh http-bench redis-server
+[ -z "$redis" ] || bash scripts/apt_install.sh http-bench redis-server
 work=$(mktemp -d /tmp/idem-bench-http.XXXXXX)
 chmod 755 "$work"
 redis_pid=
@@ -53,8 +59,8 @@ CREATE ROLE shop LOGIN;
 CREATE DATABASE bench_http OWNER shop;
 SQL
 "${admin[@]}" -d bench_http -c "CREATE EXTENSION idem_keys"
-peer_args=() redis_line=
-if [ -n "$peer" ]; then
+redis_args=() redis_line=
+if [ -n "$redis" ]; then
   redis_port=$((port + 5))
   mkdir "$work/redis"
   redis-server --port "$redis_port" --bind 127.0.0.1 --protected-mode yes --dir "$work/redis" --daemonize no \
@@ -66,7 +72,7 @@ if [ -n "$peer" ]; then
     cat "$work/redis/redis.log" >&2
     exit 1
   fi
-  peer_args=(--redis-url "redis://127.0.0.1:$redis_port")
+  redis_args=(--redis-url "redis://127.0.0.1:$redis_port")
   redis_line=" $(redis-server --version | cut -d' ' -f1-3) on 127.0.0.1:$redis_port, appendfsync $appendfsync,"
 fi
 echo "bench/http: PostgreSQL $("${admin[@]}" -d postgres -c "SHOW server_version") on 127.0.0.1:$port," \
@@ -74,4 +80,4 @@ echo "bench/http: PostgreSQL $("${admin[@]}" -d postgres -c "SHOW server_version
   "commit $(git rev-parse --short HEAD), $(nproc) cores"
 python3 -B bench/http/rounds.py --database-url "postgres://shop@127.0.0.1:$port/bench_http" --workdir "$work" \
   --port $((port + 1)) --load "$work/load" --langs "$langs" --clients "${BENCH_HTTP_CLIENTS:-1 8}" \
-  --rounds "$rounds" --seconds "$seconds" "${peer_args[@]}"
+  --rounds "$rounds" --seconds "$seconds" "${redis_args[@]}"

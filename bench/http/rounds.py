@@ -1,10 +1,11 @@
 """The middlewares' cost per request: each sample app (tests/http) without idempotency (IDEM_OFF=1), with its
 middleware in the default mode, and with it in the transactional mode (IDEM_TX=1: claim, the handler's write and the
-finish in one commit), and for node the peer a Node team would pick instead (IDEM_PEER: npm express-idempotency on
-Redis), all running side by side, measured in interleaved rounds by bench/http/load.go.
+finish in one commit), and for node and django the peer a team would pick instead (IDEM_PEER: npm
+express-idempotency on Redis; PyPI django-idempotency-key on Django's database cache), all running side by side,
+measured in interleaved rounds by bench/http/load.go.
 Prints one table row per language, workload and client count: the median of the rounds for each, and each
 variant's ratio to the app without idempotency.
-Started by bench/http.sh, which makes the server, the database and the peer's Redis."""
+Started by bench/http.sh, which makes the server, the database and the node peer's Redis."""
 import argparse
 import json
 import os
@@ -18,11 +19,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests/e2e"))
 from harness import Process  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
-# What each variant's app is started with, beside DATABASE_URL (and REDIS_URL for the peer).
-VARIANT_ENV = {"off": {"IDEM_OFF": "1"}, "idem": {}, "tx": {"IDEM_TX": "1"},
-               "peer": {"IDEM_PEER": "express-idempotency"}}
-# The languages whose app has a peer.
-PEER_LANGS = {"node"}
+# What each variant's app is started with, beside DATABASE_URL (and REDIS_URL for node's peer).
+VARIANT_ENV = {"off": {"IDEM_OFF": "1"}, "idem": {}, "tx": {"IDEM_TX": "1"}}
+# The languages whose app has a peer: its IDEM_PEER, and its name in the output.
+PEER_LANGS = {"node": "express-idempotency", "django": "django-idempotency-key"}
+PEER_COLUMNS = {"node": "express-idempotency + Redis", "django": "django-idempotency-key + database cache"}
+# The peers that store in Redis (--redis-url).
+REDIS_LANGS = {"node"}
 
 
 def load(binary, port, clients, seconds, workload, prefix):
@@ -42,23 +45,25 @@ def main():
     p.add_argument("--workdir", required=True)
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--load", required=True, help="the load binary")
-    p.add_argument("--langs", default="go python node")
+    p.add_argument("--langs", default="go python node django rails")
     p.add_argument("--workloads", default="new replay")
     p.add_argument("--clients", default="1 8")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--seconds", type=float, default=5)
-    p.add_argument("--redis-url", help="the peer's Redis (redis://127.0.0.1:PORT); needed when node is measured")
+    p.add_argument("--redis-url", help="node's peer's Redis (redis://127.0.0.1:PORT); needed when node is measured")
     a = p.parse_args()
-    if PEER_LANGS & set(a.langs.split()) and not a.redis_url:
+    if REDIS_LANGS & set(a.langs.split()) and not a.redis_url:
         p.error("--redis-url is needed to measure node (its peer, express-idempotency, stores in Redis)")
     rows = []
     run_id = f"{os.getpid()}-{int(time.time())}"
     for lang in a.langs.split():
         names = ["off", "idem", "tx"] + (["peer"] if lang in PEER_LANGS else [])
         variants = {name: a.port + i for i, name in enumerate(names)}
+        env = dict(VARIANT_ENV)
+        if lang in PEER_LANGS:
+            env["peer"] = {"IDEM_PEER": PEER_LANGS[lang], **({"REDIS_URL": a.redis_url} if lang in REDIS_LANGS else {})}
         apps = [Process(f"bench-{lang}-{name}", ["bash", str(REPO / "tests/http/serve.sh"), lang, str(port)],
-                        {"DATABASE_URL": a.database_url, **VARIANT_ENV[name],
-                         **({"REDIS_URL": a.redis_url} if name == "peer" else {})}, a.workdir)
+                        {"DATABASE_URL": a.database_url, **env[name]}, a.workdir)
                 for name, port in variants.items()]
         try:
             for app, port in zip(apps, variants.values()):
@@ -76,15 +81,19 @@ def main():
                     median = {name: statistics.median(v) for name, v in rps.items()}
                     rows.append((lang, workload, clients, median))
                     rounds = " / ".join(f"{name} {[round(x) for x in v]}" for name, v in rps.items())
-                    peer = f", express-idempotency {median['peer']:.0f}/s" if "peer" in median else ""
+                    peer = f", {PEER_LANGS[lang]} {median['peer']:.0f}/s" if "peer" in median else ""
                     print(f"{lang} {workload} c{clients}: without {median['off']:.0f}/s, default mode "
                           f"{median['idem']:.0f}/s, transactional {median['tx']:.0f}/s{peer} (rounds {rounds})",
                           flush=True)
         finally:
             for app in apps:
                 app.stop()
+    # The peer column is named after the peers measured: one, or each after its app.
+    measured = [lang for lang in PEER_COLUMNS if lang in a.langs.split()]
+    peers = (PEER_COLUMNS[measured[0]] if len(measured) == 1
+             else "; ".join(f"{lang}: {PEER_COLUMNS[lang]}" for lang in measured) or "peer")
     print("\n| app | workload | clients | without idempotency (req/s) | default mode (req/s) | ratio "
-          "| transactional mode (req/s) | ratio | express-idempotency + Redis (req/s) | ratio |")
+          f"| transactional mode (req/s) | ratio | {peers} (req/s) | ratio |")
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for lang, workload, clients, m in rows:
         cells = [f"{m[name]:,.0f} | {m[name] / m['off']:.2f}×" if name in m else "– | –"
