@@ -6,12 +6,12 @@
 # in dist/), installs once per new tarball (its hash is kept in PROJECT_DIR/node_modules, which `npm ci` clears).
 # Without PROJECT_DIR, only packs. Prints the tarball's path on the last line.
 set -euo pipefail
+scripts=$(cd "$(dirname "$0")" && pwd)
 dir=$(cd "${1:?usage: install_npm_pack.sh PACKAGE_DIR PROJECT_DIR}" && pwd)
 project=${2:+$(cd "$2" && pwd)}
 cd "$dir"
 name=$(node -p "require('./package.json').name")
-hash=$(find . -type f ! -path './dist/*' ! -path './node_modules/*' ! -path './.powertools/*' \
-  | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -d' ' -f1)
+hash=$(bash "$scripts/tree_hash.sh" . './dist/*' './node_modules/*' './.powertools/*')
 if [ "$(cat dist/.source-sha256 2>/dev/null)" != "$hash" ] || ! compgen -G "dist/*.tgz" >/dev/null; then
   rm -rf dist; mkdir dist
   npm pack --silent --pack-destination dist >/dev/null

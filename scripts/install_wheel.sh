@@ -6,13 +6,13 @@
 # in dist/), installs once per new wheel (its hash is kept in VENV). The build's isolated environment gets its
 # backend (hatchling) from PyPI.
 set -euo pipefail
+scripts=$(cd "$(dirname "$0")" && pwd)
 dir=$(cd "${1:?usage: install_wheel.sh PACKAGE_DIR VENV}" && pwd)
 venv=$(cd "${2:?usage: install_wheel.sh PACKAGE_DIR VENV}" && pwd)
 cd "$dir"
 name=$(sed -n 's/^name = "\(.*\)"$/\1/p' pyproject.toml)
 [ -n "$name" ] || { echo "install_wheel.sh: no name in $dir/pyproject.toml" >&2; exit 1; }
-hash=$(find . -type f ! -path './dist/*' ! -path './.venv*' ! -path '*/__pycache__/*' ! -path './.mypy_cache/*' \
-  | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -d' ' -f1)
+hash=$(bash "$scripts/tree_hash.sh" . './dist/*' './.venv*' '*/__pycache__/*' './.mypy_cache/*')
 if [ "$(cat dist/.source-sha256 2>/dev/null)" != "$hash" ] || ! compgen -G "dist/*.whl" >/dev/null; then
   [ -x .venv-build/bin/python ] || /usr/bin/python3 -m venv .venv-build
   .venv-build/bin/pip install -q --disable-pip-version-check build==1.6.1

@@ -13,6 +13,7 @@ import statistics
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests/e2e"))
@@ -21,11 +22,18 @@ from harness import Process  # noqa: E402
 REPO = Path(__file__).resolve().parents[2]
 # What each variant's app is started with, beside DATABASE_URL (and REDIS_URL for node's peer).
 VARIANT_ENV = {"off": {"IDEM_OFF": "1"}, "idem": {}, "tx": {"IDEM_TX": "1"}}
-# The languages whose app has a peer: its IDEM_PEER, and its name in the output.
-PEER_LANGS = {"node": "express-idempotency", "django": "django-idempotency-key"}
-PEER_COLUMNS = {"node": "express-idempotency + Redis", "django": "django-idempotency-key + database cache"}
-# The peers that store in Redis (--redis-url).
-REDIS_LANGS = {"node"}
+
+
+@dataclass(frozen=True)
+class Peer:
+    """What a team on that framework would pick instead, the same app on it (IDEM_PEER)."""
+    name: str  # its IDEM_PEER, and its name in the output
+    column: str  # its column in the table
+    redis: bool  # stores in Redis (--redis-url)
+
+
+PEERS = {"node": Peer("express-idempotency", "express-idempotency + Redis", redis=True),
+         "django": Peer("django-idempotency-key", "django-idempotency-key + database cache", redis=False)}
 
 
 def load(binary, port, clients, seconds, workload, prefix):
@@ -52,16 +60,17 @@ def main():
     p.add_argument("--seconds", type=float, default=5)
     p.add_argument("--redis-url", help="node's peer's Redis (redis://127.0.0.1:PORT); needed when node is measured")
     a = p.parse_args()
-    if REDIS_LANGS & set(a.langs.split()) and not a.redis_url:
+    if any(PEERS[lang].redis for lang in a.langs.split() if lang in PEERS) and not a.redis_url:
         p.error("--redis-url is needed to measure node (its peer, express-idempotency, stores in Redis)")
     rows = []
     run_id = f"{os.getpid()}-{int(time.time())}"
     for lang in a.langs.split():
-        names = ["off", "idem", "tx"] + (["peer"] if lang in PEER_LANGS else [])
+        peer = PEERS.get(lang)
+        names = ["off", "idem", "tx"] + (["peer"] if peer else [])
         variants = {name: a.port + i for i, name in enumerate(names)}
         env = dict(VARIANT_ENV)
-        if lang in PEER_LANGS:
-            env["peer"] = {"IDEM_PEER": PEER_LANGS[lang], **({"REDIS_URL": a.redis_url} if lang in REDIS_LANGS else {})}
+        if peer:
+            env["peer"] = {"IDEM_PEER": peer.name, **({"REDIS_URL": a.redis_url} if peer.redis else {})}
         apps = [Process(f"bench-{lang}-{name}", ["bash", str(REPO / "tests/http/serve.sh"), lang, str(port)],
                         {"DATABASE_URL": a.database_url, **env[name]}, a.workdir)
                 for name, port in variants.items()]
@@ -81,17 +90,17 @@ def main():
                     median = {name: statistics.median(v) for name, v in rps.items()}
                     rows.append((lang, workload, clients, median))
                     rounds = " / ".join(f"{name} {[round(x) for x in v]}" for name, v in rps.items())
-                    peer = f", {PEER_LANGS[lang]} {median['peer']:.0f}/s" if "peer" in median else ""
+                    peer_rate = f", {peer.name} {median['peer']:.0f}/s" if peer else ""
                     print(f"{lang} {workload} c{clients}: without {median['off']:.0f}/s, default mode "
-                          f"{median['idem']:.0f}/s, transactional {median['tx']:.0f}/s{peer} (rounds {rounds})",
+                          f"{median['idem']:.0f}/s, transactional {median['tx']:.0f}/s{peer_rate} (rounds {rounds})",
                           flush=True)
         finally:
             for app in apps:
                 app.stop()
     # The peer column is named after the peers measured: one, or each after its app.
-    measured = [lang for lang in PEER_COLUMNS if lang in a.langs.split()]
-    peers = (PEER_COLUMNS[measured[0]] if len(measured) == 1
-             else "; ".join(f"{lang}: {PEER_COLUMNS[lang]}" for lang in measured) or "peer")
+    measured = [lang for lang in PEERS if lang in a.langs.split()]
+    peers = (PEERS[measured[0]].column if len(measured) == 1
+             else "; ".join(f"{lang}: {PEERS[lang].column}" for lang in measured) or "peer")
     print("\n| app | workload | clients | without idempotency (req/s) | default mode (req/s) | ratio "
           f"| transactional mode (req/s) | ratio | {peers} (req/s) | ratio |")
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")

@@ -14,7 +14,7 @@ version=v$(sed -n 's/^const Version = "\(.*\)"$/\1/p' "$pkg/doc.go")
 [ "$version" != v ] || { echo "gopath.sh: no Version in $pkg/doc.go" >&2; exit 1; }
 proxy=$pkg/dist/$module/@v
 target=$root/.gopath/src/$module
-hash=$(cd "$pkg" && find . -type f ! -path './dist/*' | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -d' ' -f1)
+hash=$(bash "$root/scripts/tree_hash.sh" "$pkg" './dist/*')
 if [ "$(cat "$pkg/dist/.source-sha256" 2>/dev/null)" != "$hash" ] || [ ! -f "$target/go.mod" ]; then
   rm -rf "$pkg/dist" "$target"
   mkdir -p "$proxy" "$target"
