@@ -31,7 +31,14 @@ COMMENT ON FUNCTION idem_keys_plain_call(text, text) IS
     'Whether a keyed call passes every check of idem_keys_check_call, as one expression for the verbs'' common case.';
 COMMENT ON FUNCTION idem_keys_check_call(text, text, text, boolean) IS
     'The checks every keyed verb starts with, with their errors: a primary (for writes), scope and key present and within 255 characters, key not empty, scope the caller''s tenant''s.';
-COMMENT ON FUNCTION idem_keys_binding() IS 'The owner''s idem_keys.tenant_binding: off unless configured.';
+COMMENT ON FUNCTION idem_keys_binding() IS
+    'The owner''s idem_keys.tenant_binding (off unless configured), as the body of this function: idem_keys_configure rewrites it.';
+COMMENT ON FUNCTION idem_keys_owner_cap() IS
+    'The owner''s idem_keys.max_response_bytes: the default as the body of this function, or a read of idem_keys_settings once configured.';
+COMMENT ON FUNCTION idem_keys_publish_settings() IS
+    'Rewrite idem_keys_binding() and idem_keys_owner_cap() to match idem_keys_settings. Revoked from PUBLIC.';
+COMMENT ON FUNCTION idem_keys_protected_default(text) IS
+    'A protected setting''s value while the owner has not configured it.';
 COMMENT ON FUNCTION idem_keys_check_tenant(text, text, text) IS
     'Tenant binding: 42501 unless the caller''s tenant owns the scope (the scope is the tenant, or starts with the tenant and '':'').';
 COMMENT ON FUNCTION idem_keys_claim(text, text, bytea, interval, interval) IS

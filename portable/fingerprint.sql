@@ -5,7 +5,8 @@
 
 -- One regexp_replace does it: each JSON string is matched whole and put back as it is (\1), and each number
 -- with a fractional part loses its trailing zeros (\2: some non-zero digit remains; \3: only zeros, so the
--- point goes too). Most requests have no such number, which the cheaper pattern in front finds out first.
+-- point goes too). Most requests have no such number, which the cheaper tests in front find out first: a text
+-- without a '.' has no fraction at all (strpos, a byte scan), else the short pattern looks for a trailing zero.
 -- PL/pgSQL, not a SQL-bodied function: PostgreSQL inlines no STRICT SQL function whose body is not strict
 -- itself (this CASE is not), and runs a SQL function it does not inline by reading and planning its body
 -- on every call. A PL/pgSQL expression is planned once per session.
@@ -16,7 +17,8 @@ DECLARE
     text_form text := request::text;
 BEGIN
     RETURN pg_catalog.sha256(pg_catalog.convert_to(
-        CASE WHEN text_form OPERATOR(pg_catalog.!~) '[0-9]\.[0-9]*0(?![0-9])' THEN text_form
+        CASE WHEN pg_catalog.strpos(text_form, '.') = 0
+               OR text_form OPERATOR(pg_catalog.!~) '[0-9]\.[0-9]*0(?![0-9])' THEN text_form
              ELSE pg_catalog.regexp_replace(text_form,
                     '("(?:[^"\\]|\\.)*")|(-?[0-9]+\.[0-9]*[1-9])0+(?![0-9])|(-?[0-9]+)\.0+(?![0-9])', '\1\2\3', 'g')
         END,

@@ -91,6 +91,17 @@ RETURN coalesce(
         WHEN 'idem_keys.sweep_delay' THEN 2
     END);
 
+-- A protected setting's value while the owner has not configured it.
+CREATE OR REPLACE FUNCTION idem_keys_protected_default(name text)
+RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN CASE name
+    WHEN 'idem_keys.max_response_bytes' THEN '1048576'
+    WHEN 'idem_keys.tenant_binding' THEN 'off'
+    WHEN 'idem_keys.tenant_setting' THEN 'app.tenant'
+    WHEN 'idem_keys.tenant_claim' THEN 'sub'
+END;
+
 -- A protected setting's value as the owner configured it, or its default. PL/pgSQL, so that its query is
 -- planned once per session (a SQL function with a sub-select is never inlined, and is planned per call).
 CREATE OR REPLACE FUNCTION idem_keys_protected(name text)
@@ -98,24 +109,68 @@ RETURNS text
 LANGUAGE plpgsql STABLE PARALLEL SAFE
 AS $$
 BEGIN
-    RETURN coalesce(
-        (SELECT s.value FROM idem_keys_settings AS s WHERE s.name = idem_keys_protected.name),
-        CASE name
-            WHEN 'idem_keys.max_response_bytes' THEN '1048576'
-            WHEN 'idem_keys.tenant_binding' THEN 'off'
-            WHEN 'idem_keys.tenant_setting' THEN 'app.tenant'
-            WHEN 'idem_keys.tenant_claim' THEN 'sub'
-        END);
+    RETURN coalesce((SELECT s.value FROM idem_keys_settings AS s WHERE s.name = idem_keys_protected.name),
+                    idem_keys_protected_default(name));
 END
 $$;
 
--- The owner's tenant binding: 'off' unless configured. Every keyed call reads it (as PL/pgSQL: planned once).
+-- The two protected settings every keyed call reads, kept where reading them costs nothing while they hold
+-- their defaults or a fixed value: SQL functions whose body is the value, which PostgreSQL inlines into the
+-- verbs' plans as constants (a read of idem_keys_settings is a query per call, the largest cost of the checks).
+-- idem_keys_publish_settings() rewrites them from idem_keys_settings, in the transaction that changes a
+-- setting; replacing a function invalidates every plan that inlined it, so each session uses the new value
+-- from its next transaction. A caller cannot forge them: only the owner may replace a function, and the
+-- verbs' search_path is pinned. The install makes both the defaults, then publishes what the table holds.
+
+-- The owner's tenant binding: one of four fixed bodies.
 CREATE OR REPLACE FUNCTION idem_keys_binding()
 RETURNS text
-LANGUAGE plpgsql STABLE PARALLEL SAFE
+LANGUAGE sql STABLE PARALLEL SAFE
+RETURN idem_keys_protected_default('idem_keys.tenant_binding');
+
+-- The owner's answer size cap: the default, inlined; once the owner configures one, a read of the table.
+CREATE OR REPLACE FUNCTION idem_keys_owner_cap()
+RETURNS bigint
+LANGUAGE sql STABLE PARALLEL SAFE
+RETURN idem_keys_protected_default('idem_keys.max_response_bytes')::bigint;
+
+-- Rewrites idem_keys_binding() and idem_keys_owner_cap() to match idem_keys_settings. Each body is fixed
+-- text: nothing from the table is spliced into SQL; only this schema's name is, as an identifier.
+CREATE OR REPLACE FUNCTION idem_keys_publish_settings()
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path FROM CURRENT
 AS $$
+DECLARE
+    target name := (SELECT n.nspname FROM pg_catalog.pg_proc AS p
+                      JOIN pg_catalog.pg_namespace AS n ON n.oid = p.pronamespace
+                     WHERE p.oid = 'idem_keys_binding()'::pg_catalog.regprocedure);
+    binding text := 'CREATE OR REPLACE FUNCTION %I.idem_keys_binding() RETURNS text LANGUAGE sql STABLE PARALLEL SAFE ';
+    cap text := 'CREATE OR REPLACE FUNCTION %I.idem_keys_owner_cap() RETURNS bigint STABLE PARALLEL SAFE ';
 BEGIN
-    RETURN coalesce((SELECT s.value FROM idem_keys_settings AS s WHERE s.name = 'idem_keys.tenant_binding'), 'off');
+    CASE idem_keys_protected('idem_keys.tenant_binding')
+    WHEN 'off' THEN EXECUTE pg_catalog.format(binding || $b$RETURN 'off'$b$, target);
+    WHEN 'role' THEN EXECUTE pg_catalog.format(binding || $b$RETURN 'role'$b$, target);
+    WHEN 'setting' THEN EXECUTE pg_catalog.format(binding || $b$RETURN 'setting'$b$, target);
+    WHEN 'jwt' THEN EXECUTE pg_catalog.format(binding || $b$RETURN 'jwt'$b$, target);
+    END CASE;
+    IF EXISTS (SELECT FROM idem_keys_settings AS s WHERE s.name = 'idem_keys.max_response_bytes') THEN
+        -- PL/pgSQL, so that its query is planned once per session.
+        EXECUTE pg_catalog.format(cap || $b$LANGUAGE plpgsql AS $body$
+            BEGIN
+                RETURN idem_keys_protected('idem_keys.max_response_bytes')::bigint;
+            END
+            $body$
+        $b$, target);
+    ELSE
+        EXECUTE pg_catalog.format(cap || $b$LANGUAGE sql
+            RETURN idem_keys_protected_default('idem_keys.max_response_bytes')::bigint$b$, target);
+    END IF;
+END
+$$;
+DO $$
+BEGIN
+    PERFORM idem_keys_publish_settings();
 END
 $$;
 
@@ -125,8 +180,8 @@ RETURNS bigint
 LANGUAGE sql STABLE PARALLEL SAFE
 RETURN CASE
     WHEN coalesce(current_setting('idem_keys.max_response_bytes', true), '') = ''
-    THEN idem_keys_protected('idem_keys.max_response_bytes')::bigint
-    ELSE least(idem_keys_protected('idem_keys.max_response_bytes')::bigint,
+    THEN idem_keys_owner_cap()
+    ELSE least(idem_keys_owner_cap(),
                idem_keys_parse_setting('idem_keys.max_response_bytes',
                                        current_setting('idem_keys.max_response_bytes', true), 'B', 1, 2147483647))
 END;
@@ -182,6 +237,9 @@ BEGIN
     ELSE
         INSERT INTO idem_keys_settings AS s (name, value) VALUES (setting, normal)
             ON CONFLICT (name) DO UPDATE SET value = excluded.value;
+    END IF;
+    IF setting IN ('idem_keys.tenant_binding', 'idem_keys.max_response_bytes') THEN
+        PERFORM idem_keys_publish_settings();
     END IF;
     RETURN idem_keys_protected(setting);
 END

@@ -41,13 +41,29 @@ as postgres postgres -c "CREATE ROLE app_owner LOGIN CREATEROLE CREATEDB" -c "CR
 install_into app_owner app
 [ "$(as app_owner app -c 'SELECT idem_keys_portable_version()')" = "$version" ] || fail "the installed version is not $version"
 as app_owner app -c "SELECT (idem_claim('install', 'k', '{}'::jsonb)).token" >"$work/token"
+# The owner's binding and cap, which the verbs read from function bodies (portable/settings.sql), outlive a
+# second run of the file, and a new session obeys them.
+as app_owner app -c "SELECT idem_keys_configure('idem_keys.tenant_binding', 'role')" \
+  -c "SELECT idem_keys_configure('idem_keys.max_response_bytes', '100')" >/dev/null
 install_into app_owner app
+as app_owner app -c "CREATE ROLE install_caller LOGIN"
+sqlstate() { as install_caller app -v VERBOSITY=sqlstate -c "$1" 2>&1 | sed -n 's/^ERROR: *//p'; }
+[ "$(sqlstate "SELECT idem_claim('someone_else', 'k', '{}'::jsonb)")" = 42501 ] ||
+  fail "tenant binding was lost by running the file again"
+token=$(as install_caller app -c "SELECT (idem_claim('install_caller', 'k', '{}'::jsonb)).token")
+[ "$(sqlstate "SELECT idem_finish('install_caller', 'k', $token, 200, jsonb_build_object('pad', repeat('x', 200)))")" = 54000 ] ||
+  fail "the size cap was lost by running the file again"
+as app_owner app -c "SELECT idem_keys_configure('idem_keys.tenant_binding', NULL)" \
+  -c "SELECT idem_keys_configure('idem_keys.max_response_bytes', NULL)" \
+  -c "DELETE FROM idem_keys WHERE scope = 'install_caller'" -c "DROP ROLE install_caller" >/dev/null
+[ "$(as app_owner app -c "SELECT idem_keys_binding() || ' ' || idem_keys_max_response_bytes()")" = "off 1048576" ] ||
+  fail "the defaults did not come back"
 [ "$(as app_owner app -c "SELECT token FROM idem_keys WHERE scope = 'install'")" = "$(cat "$work/token")" ] ||
   fail "running the file again lost a key"
 [ "$(as app_owner app -c "SELECT (idem_claim('install', 'k', '{}'::jsonb)).outcome")" = in_progress ] ||
   fail "the key claimed before the second run is not in progress after it"
 as app_owner app -c "DELETE FROM idem_keys WHERE scope = 'install'"
-echo "installed $version as app_owner (superuser: $(as postgres app -c "SELECT rolsuper FROM pg_roles WHERE rolname = 'app_owner'")), twice, keys kept"
+echo "installed $version as app_owner (superuser: $(as postgres app -c "SELECT rolsuper FROM pg_roles WHERE rolname = 'app_owner'")), twice, keys and the owner's settings kept"
 # Refused (42501), with nothing made, where every role may create objects in the schema.
 as postgres postgres -c "CREATE DATABASE open_schema OWNER app_owner"
 as postgres open_schema -c "GRANT CREATE ON SCHEMA public TO PUBLIC"
