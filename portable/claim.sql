@@ -2,15 +2,20 @@
 -- (src/api/claim.rs). Under READ COMMITTED every statement of a VOLATILE function takes a new snapshot, so the
 -- read that follows a conflicting insert sees the row the insert waited for, as the extension's Reread does.
 
--- idem_claim, either overload, once the request's fingerprint is known (NULL for a NULL request): the checks
--- (one expression for the common case; the ordered checks with their errors when it fails), then the claim.
--- Revoked from PUBLIC.
-CREATE OR REPLACE FUNCTION idem_keys_claim(
-    scope text, key text, fingerprint bytea, lease interval, wait interval)
+-- idem_claim, both overloads: the body is written once, here, and scripts/portable.py writes it out for each
+-- request type (@REQUEST@), with that type's fingerprint (@FINGERPRINT@). One PL/pgSQL function per call, not
+-- a SECURITY DEFINER wrapper around a shared helper: a second call costs about a tenth of a new key
+-- (docs/benchmarks.md). The checks (one expression for the common case; the ordered checks with their errors
+-- when it fails), then the claim.
+-- @overloads [{"REQUEST": "jsonb", "FINGERPRINT": "idem_fingerprint(request)"}, {"REQUEST": "bytea", "FINGERPRINT": "sha256(request)"}]
+CREATE OR REPLACE FUNCTION idem_claim(
+    scope text, key text, request @REQUEST@, lease interval DEFAULT NULL, wait interval DEFAULT '0')
 RETURNS idem_result
-LANGUAGE plpgsql VOLATILE
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path FROM CURRENT
 AS $$
 DECLARE
+    request_fingerprint bytea := @FINGERPRINT@;
     now timestamptz;
     deadline timestamptz;
     lease_ends timestamptz;
@@ -21,9 +26,9 @@ DECLARE
     locked boolean := false;
     k record;
 BEGIN
-    IF fingerprint IS NULL OR NOT idem_keys_plain_call(scope, key) THEN
+    IF request_fingerprint IS NULL OR NOT idem_keys_plain_call(scope, key) THEN
         PERFORM idem_keys_check_call('idem_claim', scope, key, true);
-        IF fingerprint IS NULL THEN
+        IF request_fingerprint IS NULL THEN
             PERFORM idem_keys_null_argument('idem_claim', 'request');
         END IF;
     END IF;
@@ -66,7 +71,7 @@ BEGIN
         END IF;
         IF stmt = 'claim' THEN
             INSERT INTO idem_keys AS i (scope, key, fingerprint, token, attempt, created_at, claimed_at, lease_ends_at)
-            VALUES (scope, key, fingerprint, nextval('idem_keys_token_seq'), 1, now, now, lease_ends)
+            VALUES (scope, key, request_fingerprint, nextval('idem_keys_token_seq'), 1, now, now, lease_ends)
             ON CONFLICT ON CONSTRAINT idem_keys_pkey DO NOTHING
             RETURNING i.token INTO new_token;
             IF new_token IS NOT NULL THEN
@@ -78,15 +83,15 @@ BEGIN
                 token = nextval('idem_keys_token_seq'),
                 attempt = CASE WHEN t.finished_at IS NULL THEN t.attempt + 1 ELSE 1 END,
                 created_at = CASE WHEN t.finished_at IS NULL THEN t.created_at ELSE now END,
-                fingerprint = idem_keys_claim.fingerprint, claimed_at = now, lease_ends_at = lease_ends,
+                fingerprint = request_fingerprint, claimed_at = now, lease_ends_at = lease_ends,
                 finished_at = NULL, expires_at = NULL, status_code = NULL, response = NULL,
                 response_bytes = NULL, headers = NULL,
                 -- A recovering owner resumes from the dead one's last checkpoint; an expired answer starts over.
                 checkpoint = CASE WHEN t.finished_at IS NULL THEN t.checkpoint END,
                 checkpoint_state = CASE WHEN t.finished_at IS NULL THEN t.checkpoint_state END
-             WHERE t.scope = idem_keys_claim.scope AND t.key = idem_keys_claim.key
+             WHERE t.scope = idem_claim.scope AND t.key = idem_claim.key
                AND ((t.finished_at IS NOT NULL AND t.expires_at <= now)
-                 OR (t.finished_at IS NULL AND t.lease_ends_at <= now AND t.fingerprint = idem_keys_claim.fingerprint))
+                 OR (t.finished_at IS NULL AND t.lease_ends_at <= now AND t.fingerprint = request_fingerprint))
             RETURNING t.token, t.attempt, t.created_at, t.checkpoint, t.checkpoint_state INTO k;
             IF FOUND THEN
                 RETURN ROW(CASE WHEN k.attempt > 1 THEN 'recovered' ELSE 'claimed' END, k.token, k.attempt,
@@ -95,12 +100,12 @@ BEGIN
         END IF;
         -- First a read: a retry (replay, in_progress, mismatch) costs no insert attempt and no token, as in the
         -- extension's direct path. Then, after a conflict, a lost takeover or a poll, a read with a fresh snapshot.
-        SELECT r.attempt, r.fingerprint = idem_keys_claim.fingerprint AS same_request,
+        SELECT r.attempt, r.fingerprint = request_fingerprint AS same_request,
                r.finished_at IS NOT NULL AS finished, r.lease_ends_at, r.expires_at, r.status_code,
                r.response, r.response_bytes, r.headers, r.created_at, r.checkpoint, r.checkpoint_state
           INTO k
           FROM idem_keys AS r
-         WHERE r.scope = idem_keys_claim.scope AND r.key = idem_keys_claim.key;
+         WHERE r.scope = idem_claim.scope AND r.key = idem_claim.key;
         IF NOT FOUND THEN
             stmt := 'claim'; -- a new key, or released or swept since: insert
             CONTINUE;
@@ -146,25 +151,4 @@ BEGIN
     END LOOP;
 END
 $$;
-
-CREATE OR REPLACE FUNCTION idem_claim(
-    scope text, key text, request jsonb, lease interval DEFAULT NULL, wait interval DEFAULT '0')
-RETURNS idem_result
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER PARALLEL UNSAFE
-SET search_path FROM CURRENT
-AS $$
-BEGIN
-    RETURN idem_keys_claim(scope, key, idem_fingerprint(request), lease, wait);
-END
-$$;
-
-CREATE OR REPLACE FUNCTION idem_claim(
-    scope text, key text, request bytea, lease interval DEFAULT NULL, wait interval DEFAULT '0')
-RETURNS idem_result
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER PARALLEL UNSAFE
-SET search_path FROM CURRENT
-AS $$
-BEGIN
-    RETURN idem_keys_claim(scope, key, sha256(request), lease, wait);
-END
-$$;
+-- @end overloads

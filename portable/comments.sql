@@ -41,10 +41,8 @@ COMMENT ON FUNCTION idem_keys_protected_default(text) IS
     'A protected setting''s value while the owner has not configured it.';
 COMMENT ON FUNCTION idem_keys_check_tenant(text, text, text) IS
     'Tenant binding: 42501 unless the caller''s tenant owns the scope (the scope is the tenant, or starts with the tenant and '':'').';
-COMMENT ON FUNCTION idem_keys_claim(text, text, bytea, interval, interval) IS
-    'idem_claim''s checks and work: the single-winner insert, replay, takeover and the bounded wait.';
-COMMENT ON FUNCTION idem_keys_finish(text, text, bigint, integer, jsonb, bytea, bigint, jsonb, interval) IS
-    'idem_finish''s checks and fenced write, and why it was refused.';
+COMMENT ON FUNCTION idem_keys_retention(interval) IS
+    'How long a finished answer is kept: the retention given (22023 when not positive), else idem_keys.retention, else a day.';
 COMMENT ON FUNCTION idem_keys_finish_checked(text, text, bigint, integer, jsonb, interval) IS
     'idem_finish''s checks that need no table, with their errors in the extension''s order.';
 COMMENT ON FUNCTION idem_keys_jsonb_size(jsonb) IS 'A jsonb value''s binary size, as the size cap counts it.';

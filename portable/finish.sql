@@ -1,20 +1,23 @@
 -- The owner's verbs, fenced by the token (src/api/finish.rs, src/api/checkpoint.rs), and idem_lookup
 -- (src/api/lookup.rs), with the extension's statements and checks in the extension's order.
 
--- idem_finish, either overload, once the response's size is known (jsonb: its binary size; bytea: its
--- length): the checks (one expression for the common case; the ordered checks with their errors when it
--- fails), then the answer is stored if the token still owns the unfinished key, else it says why not.
--- Revoked from PUBLIC.
-CREATE OR REPLACE FUNCTION idem_keys_finish(
-    scope text, key text, token bigint, status_code integer, response jsonb, response_bytes bytea,
-    response_size bigint, headers jsonb, retention interval)
+-- idem_finish, both overloads: the body is written once, here, and scripts/portable.py writes it out for each
+-- response type (@RESPONSE@), with that type's size (@SIZE@: a jsonb's binary size, a bytea's length) and
+-- the columns it fills (@AS_JSONB@, @AS_BYTES@). One PL/pgSQL function per call, as idem_claim. The checks
+-- (one expression for the common case; the ordered checks with their errors when it fails), then the answer
+-- is stored if the token still owns the unfinished key, else it says why not.
+-- @overloads [{"RESPONSE": "jsonb", "SIZE": "idem_keys_jsonb_size(response)", "AS_JSONB": "idem_finish.response", "AS_BYTES": "NULL::bytea"}, {"RESPONSE": "bytea", "SIZE": "octet_length(response)", "AS_JSONB": "NULL::jsonb", "AS_BYTES": "idem_finish.response"}]
+CREATE OR REPLACE FUNCTION idem_finish(
+    scope text, key text, token bigint, status_code integer, response @RESPONSE@, headers jsonb DEFAULT NULL,
+    retention interval DEFAULT NULL)
 RETURNS void
-LANGUAGE plpgsql VOLATILE
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path FROM CURRENT
 AS $$
 DECLARE
+    response_size bigint := @SIZE@;
     now timestamptz;
     keep interval;
-    cap bigint;
     k record;
 BEGIN
     IF token IS NULL OR status_code IS NULL OR status_code NOT BETWEEN 100 AND 599
@@ -22,23 +25,14 @@ BEGIN
        OR NOT idem_keys_plain_call(scope, key) THEN
         PERFORM idem_keys_finish_checked(scope, key, token, status_code, headers, retention);
     END IF;
-    IF retention IS NOT NULL THEN
-        keep := idem_keys_duration('retention', retention);
-    END IF;
-    -- The cap is a read of idem_keys_settings: once per finish, and only when there is something to measure.
-    IF headers IS NOT NULL OR response_size IS NOT NULL THEN
-        cap := idem_keys_max_response_bytes();
-    END IF;
-    IF idem_keys_jsonb_size(headers) > cap THEN
+    -- The sizes against the cap in one expression; when one is over, the checks in the extension's order: the
+    -- headers' size, the retention setting's errors, then the response's size.
+    IF greatest(idem_keys_jsonb_size(headers), response_size) > idem_keys_max_response_bytes() THEN
         PERFORM idem_keys_check_size('headers', idem_keys_jsonb_size(headers));
-    END IF;
-    IF keep IS NULL THEN
-        keep := CASE WHEN coalesce(current_setting('idem_keys.retention', true), '') = '' THEN interval '86400 seconds'
-                     ELSE idem_keys_setting('idem_keys.retention') * interval '1 second' END;
-    END IF;
-    IF response_size > cap THEN
+        PERFORM idem_keys_retention(retention);
         PERFORM idem_keys_check_size('response', response_size);
     END IF;
+    keep := idem_keys_retention(retention);
     now := clock_timestamp();
     -- With a synchronous standby, a session's synchronous_commit = off or local must not make an answer
     -- visible (and replayable) before the standby has it: this transaction commits as if it were on, as in
@@ -47,22 +41,22 @@ BEGIN
         PERFORM set_config('synchronous_commit', 'on', true);
     END IF;
     UPDATE idem_keys AS f
-       SET finished_at = now, expires_at = now + keep, status_code = idem_keys_finish.status_code,
-           response = idem_keys_finish.response, response_bytes = idem_keys_finish.response_bytes,
-           headers = idem_keys_finish.headers
-     WHERE f.scope = idem_keys_finish.scope AND f.key = idem_keys_finish.key AND f.token = idem_keys_finish.token
+       SET finished_at = now, expires_at = now + keep, status_code = idem_finish.status_code,
+           response = @AS_JSONB@, response_bytes = @AS_BYTES@,
+           headers = idem_finish.headers
+     WHERE f.scope = idem_finish.scope AND f.key = idem_finish.key AND f.token = idem_finish.token
        AND f.finished_at IS NULL;
     IF FOUND THEN
         RETURN;
     END IF;
     SELECT f.token AS owner, f.finished_at IS NOT NULL AND f.expires_at <= now AS expired,
-           f.status_code = idem_keys_finish.status_code
-             AND f.response IS NOT DISTINCT FROM idem_keys_finish.response
-             AND f.response_bytes IS NOT DISTINCT FROM idem_keys_finish.response_bytes
-             AND f.headers IS NOT DISTINCT FROM idem_keys_finish.headers AS same_answer
+           f.status_code = idem_finish.status_code
+             AND f.response IS NOT DISTINCT FROM @AS_JSONB@
+             AND f.response_bytes IS NOT DISTINCT FROM @AS_BYTES@
+             AND f.headers IS NOT DISTINCT FROM idem_finish.headers AS same_answer
       INTO k
       FROM idem_keys AS f
-     WHERE f.scope = idem_keys_finish.scope AND f.key = idem_keys_finish.key;
+     WHERE f.scope = idem_finish.scope AND f.key = idem_finish.key;
     IF NOT FOUND OR k.expired THEN
         PERFORM idem_keys_unknown_key('idem_finish');
     END IF;
@@ -76,6 +70,7 @@ BEGIN
     END IF;
 END
 $$;
+-- @end overloads
 
 -- The checks of both idem_finish overloads that need no table access, in the extension's order, with their
 -- errors. The overloads call it only when their one-expression test fails.
@@ -110,6 +105,17 @@ BEGIN
 END
 $$;
 
+-- How long a finished answer is kept: the retention given (22023 when not positive), else the setting's, else
+-- a day. SQL, so that it is inlined into idem_finish.
+CREATE OR REPLACE FUNCTION idem_keys_retention(retention interval)
+RETURNS interval
+LANGUAGE sql STABLE PARALLEL SAFE
+RETURN CASE
+    WHEN retention IS NOT NULL THEN idem_keys_duration('retention', retention)
+    WHEN coalesce(current_setting('idem_keys.retention', true), '') = '' THEN interval '86400 seconds'
+    ELSE idem_keys_setting('idem_keys.retention') * interval '1 second'
+END;
+
 -- A jsonb value's binary size without its length word: what the extension's size cap counts, which measures
 -- the value decompressed. pg_column_size counts a value as it is held: compressed (an argument taken from a
 -- table), or with a 1-byte length word (under 127 bytes); those are measured on a fresh copy. Not STRICT,
@@ -120,30 +126,6 @@ LANGUAGE sql STABLE PARALLEL SAFE
 RETURN CASE WHEN pg_column_compression(value) IS NULL AND pg_column_size(value) > 130
             THEN pg_column_size(value) - 4
             ELSE pg_column_size(jsonb_path_query_first(value, '$')) - 4 END;
-
-CREATE OR REPLACE FUNCTION idem_finish(
-    scope text, key text, token bigint, status_code integer, response jsonb, headers jsonb DEFAULT NULL,
-    retention interval DEFAULT NULL)
-RETURNS void
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER PARALLEL UNSAFE
-SET search_path FROM CURRENT
-AS $$
-BEGIN
-    PERFORM idem_keys_finish(scope, key, token, status_code, response, NULL, idem_keys_jsonb_size(response), headers, retention);
-END
-$$;
-
-CREATE OR REPLACE FUNCTION idem_finish(
-    scope text, key text, token bigint, status_code integer, response bytea, headers jsonb DEFAULT NULL,
-    retention interval DEFAULT NULL)
-RETURNS void
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER PARALLEL UNSAFE
-SET search_path FROM CURRENT
-AS $$
-BEGIN
-    PERFORM idem_keys_finish(scope, key, token, status_code, NULL, response, octet_length(response), headers, retention);
-END
-$$;
 
 CREATE OR REPLACE FUNCTION idem_release(scope text, key text, token bigint)
 RETURNS boolean

@@ -58,6 +58,14 @@ BEGIN
                 HINT = 'Drop the views or functions that call them, run this file, then create those again. Nothing was changed.';
         END IF;
     END IF;
+    -- Helpers an earlier file had and this one has not (scripts/portable.py RETIRED_FUNCTIONS): gone with the
+    -- rest from another version; from a file of the same version made before they went, dropped here.
+    FOR old IN
+        SELECT p.oid::regprocedure FROM pg_catalog.pg_proc AS p
+         WHERE p.pronamespace = pg_catalog.current_schema()::regnamespace AND p.proname = ANY (@RETIRED_FUNCTIONS@)
+    LOOP
+        EXECUTE pg_catalog.format('DROP ROUTINE %s', old);
+    END LOOP;
     IF NOT EXISTS (SELECT FROM pg_catalog.pg_class AS c
                     WHERE c.relname = 'idem_keys' AND c.relnamespace = pg_catalog.current_schema()::regnamespace) THEN
         RETURN; -- a fresh install

@@ -12,6 +12,7 @@ extension's files are adapted, never copied by hand:
   - finalize.sql's idem_sweep_paced is made by portable/paced.sql instead (it names the schema).
 Usage: scripts/portable.py [OUTPUT]   (default dist/idem_keys_portable.sql)
 """
+import json
 import re
 import sys
 from pathlib import Path
@@ -58,8 +59,31 @@ def type_if_missing(match: re.Match) -> str:
     )
 
 
+# Helpers of earlier versions that this one no longer has: an upgrade drops them with the rest (upgrade.sql).
+RETIRED_FUNCTIONS = ("idem_keys_claim", "idem_keys_finish")
+
+
 def portable(name: str) -> str:
-    return f"-- ---- from portable/{name} ----\n" + (ROOT / "portable" / name).read_text()
+    text = (ROOT / "portable" / name).read_text()
+    text = re.sub(r"^-- @overloads (\[.*\])\n(.*?)^-- @end overloads\n", expand_overloads, text, flags=re.M | re.S)
+    if "-- @overloads" in text or "-- @end overloads" in text:
+        sys.exit(f"portable/{name}: an @overloads block without its end")
+    return f"-- ---- from portable/{name} ----\n" + text
+
+
+def expand_overloads(match: re.Match) -> str:
+    """A function written once for several argument types: one copy per entry of the JSON list, each
+    @NAME@ replaced by that entry's NAME."""
+    copies = []
+    for entry in json.loads(match.group(1)):
+        copy = match.group(2)
+        for name, value in entry.items():
+            copy = copy.replace(f"@{name}@", value)
+        left = re.findall(r"@[A-Z_]+@", copy)
+        if left:
+            sys.exit(f"@overloads: no value for {', '.join(sorted(set(left)))}")
+        copies.append(copy)
+    return "\n".join(copies)
 
 
 def main() -> None:
@@ -80,8 +104,10 @@ def main() -> None:
         portable("seal.sql"),
     ]
     text = "\n".join(parts)
-    names = sorted(set(re.findall(r"^CREATE (?:OR REPLACE )?(?:FUNCTION|PROCEDURE) (?:%1\$I\.)?(\w+)", text, re.M)))
+    names = sorted(set(re.findall(r"^CREATE (?:OR REPLACE )?(?:FUNCTION|PROCEDURE) (?:%1\$I\.)?(\w+)", text, re.M))
+                   | set(RETIRED_FUNCTIONS))
     text = text.replace("@FUNCTION_NAMES@", "ARRAY[" + ", ".join(f"'{n}'" for n in names) + "]::name[]")
+    text = text.replace("@RETIRED_FUNCTIONS@", "ARRAY[" + ", ".join(f"'{n}'" for n in RETIRED_FUNCTIONS) + "]::name[]")
     text = text.replace("@VERSION@", version())
     header = (
         f"-- idem_keys {version()}, portable edition: idempotency keys in plain SQL and PL/pgSQL, for PostgreSQL\n"

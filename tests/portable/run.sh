@@ -7,8 +7,9 @@
 #   surface   every function, type, table column and index the extension has, with the same signature
 #   fingerprints  both editions on generated values, byte for byte
 #   moves     a data-only dump of the table and its sequence, extension -> portable and back
-#   upgrade   over a hand-made older shape (0.1.0's table and functions): keys, tokens and grants kept, the
-#             catalog equal to a fresh install
+#   upgrade   over a hand-made older shape (0.1.0's table and functions), and over the last release's file
+#             (tests/portable/released): keys, tokens, grants and settings kept, the catalog equal to a fresh
+#             install
 #   pg_cron   a schedule of CALL idem_sweep_paced(), where this major has pg_cron
 #   uninstall one statement
 # Needs the extension built and installed for this PG_CONFIG (stage_suite does it).
@@ -161,6 +162,24 @@ for db in old fresh; do
 done
 diff -u "$work/fresh.schema" "$work/old.schema" || fail "the upgraded schema differs from a fresh install (above)"
 echo "upgraded $before (keys, largest token, sequence) kept, janitor's grant kept, schema equal to a fresh install"
+
+echo "--- upgrade: over the last release's file (tests/portable/released)"
+released=$(ls tests/portable/released/idem_keys_portable-*.sql | sort -V | tail -1)
+as postgres postgres -c "CREATE DATABASE prev OWNER app_owner"
+as app_owner prev -f "$released" >/dev/null 2>&1
+as app_owner prev -c "SELECT idem_finish('app_owner:prev', 'k', (idem_claim('app_owner:prev', 'k', '{\"amount\": 1.50}'::jsonb)).token, 201, '{\"id\": 1}'::jsonb)" \
+  -c "SELECT idem_keys_configure('idem_keys.tenant_binding', 'role')" -c "GRANT EXECUTE ON FUNCTION idem_stats() TO janitor" >/dev/null
+install_into app_owner prev
+[ "$(as app_owner prev -c "SELECT (idem_claim('app_owner:prev', 'k', '{\"amount\": 1.5}'::jsonb)).response")" = '{"id": 1}' ] ||
+  fail "a key finished under $(basename "$released") does not replay after the upgrade"
+as app_owner prev -c "CREATE ROLE prev_caller LOGIN" >/dev/null
+[ "$(as prev_caller prev -v VERBOSITY=sqlstate -c "SELECT idem_claim('someone_else', 'k', '{}'::jsonb)" 2>&1 | sed -n 's/^ERROR: *//p')" = 42501 ] ||
+  fail "the tenant binding configured under $(basename "$released") was lost by the upgrade"
+as app_owner prev -c "DROP ROLE prev_caller" -c "SELECT idem_keys_configure('idem_keys.tenant_binding', NULL)" >/dev/null
+sudo -u postgres "$bindir/pg_dump" -h "$work/pg" -p "$port" -s -d prev | grep -Ev '^(--|$|\\(un)?restrict )' >"$work/prev.schema"
+diff -u "$work/fresh.schema" "$work/prev.schema" || fail "the schema upgraded from $(basename "$released") differs from a fresh install (above)"
+echo "$(basename "$released") -> $version: a finished key replays, the owner's tenant binding kept, janitor's grant kept," \
+     "schema equal to a fresh install"
 
 echo "--- upgrade: from this version to a next one, as every later release will"
 sed "s/'$version'/'$version.1'/g" "$file" >"$work/next.sql"
