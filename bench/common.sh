@@ -6,6 +6,13 @@ PGBENCH=$("${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}" --bindir)/pgbench
 # A typical payment request, the same request with another amount, and a ~200-byte answer.
 BODY='{"amount": 1000, "currency": "EUR", "customer": "cus_9s6XKzkNRiz8i3", "description": "Order 4711"}'
 BODY2='{"amount": 2000, "currency": "EUR", "customer": "cus_9s6XKzkNRiz8i3", "description": "Order 4711"}'
+# BENCH_BODY_BYTES=N: requests of N bytes instead (N above the typical one's), their description padded: an
+# order with many lines, a batch endpoint. Both requests grow alike, so a mismatch is still one digit apart.
+if [ -n "${BENCH_BODY_BYTES:-}" ] && ((BENCH_BODY_BYTES > ${#BODY})); then
+  body_pad=$(printf '%*s' $((BENCH_BODY_BYTES - ${#BODY})) '' | tr ' ' 'x')
+  BODY=${BODY/Order 4711/Order 4711$body_pad}
+  BODY2=${BODY2/Order 4711/Order 4711$body_pad}
+fi
 RESP='{"id": "ch_3MmlLrLkdIwHu7ix0snN0B15", "object": "charge", "amount": 1000, "currency": "eur", "paid": true, "status": "succeeded", "receipt_url": "https://pay.example.com/receipts/acct_1/ch_3MmlLrLkdIwHu7ix0snN0B15"}'
 HDRS='{"Location": "/v1/charges/ch_3MmlLrLkdIwHu7ix0snN0B15"}'
 

@@ -7,7 +7,7 @@
 # Knobs (environment), e.g. a partial run that leaves docs/ alone:
 #   BENCH_RESULTS=FILE (a copy of results.tsv), BENCH_CONTENDERS="idem" (a subset), BENCH_SHARED_BUFFERS=2GB, BENCH_HUGE_PAGES= (empty: 4 kB pages; see the
 #   server below), BENCH_GROWTH_TOGETHER=1 (see growth), BENCH_FLOOR= (skip the SELECT 1 floor), BENCH_BINDING=
-#   (skip bench/binding.sh), and
+#   (skip bench/binding.sh), BENCH_BODY_BYTES=16384 (requests of that size; bench/common.sh), and
 #   BENCH_WORKLOADS=replay BENCH_CLIENTS=8 BENCH_SYNC=off BENCH_ROUNDS=1 BENCH_GROWTH= BENCH_SWEEP_KEYS=0 \
 #     BENCH_DOCS=/tmp/bench-docs bash bench/run.sh
 # Follow-ups for what the rounds here cannot resolve: bench/ab.sh (alternating pairs of two variants of
@@ -113,6 +113,7 @@ echo "$settings"
   echo "- pgbench: $($PGBENCH --version), \`-M prepared\`, on the same machine (it shares the $NPROC cores)"
   echo "- each run: ${WARMUP} s warm-up (discarded), then ${SECS} s measured; ${ROUNDS} round(s), contenders rotated each round"
   echo "- clients: $CLIENTS; synchronous_commit: $SYNCS (per session, PGOPTIONS); $BASE_KEYS finished and $BASE_KEYS in-progress keys stored"
+  echo "- request body: ${#BODY} bytes (BENCH_BODY_BYTES)"
   echo
   echo "| setting | value |"
   echo "|---|---|"
