@@ -5,12 +5,6 @@ COMMENT ON FUNCTION idem_sweep_status() IS
     'This database''s sweeps since the portable edition was installed (pg_cron or manual): when the last finished and what it removed, totals, longest batch. sweep_errors is 0: a failed pg_cron run is in cron.job_run_details. Revoked from PUBLIC.';
 COMMENT ON FUNCTION idem_fingerprint(jsonb) IS
     'SHA-256 of a jsonb request in canonical form: equal jsonb values give equal fingerprints, byte for byte those of the extension.';
-COMMENT ON FUNCTION idem_keys_setting_amount(text, text) IS
-    'A setting written as whole digits and an optional unit, in its base unit; NULL for any other form.';
-COMMENT ON FUNCTION idem_keys_quick_setting(text, text, bigint, bigint) IS
-    'idem_keys_setting_amount when within the bounds, else NULL.';
-COMMENT ON FUNCTION idem_keys_read_setting(text, text, text, bigint, bigint) IS
-    'A setting in any form PostgreSQL takes, in its base unit, with PostgreSQL''s errors (22023).';
 COMMENT ON FUNCTION idem_keys_parse_setting(text, text, text, bigint, bigint) IS
     'An idem_keys.* integer setting''s value in its base unit, parsed as PostgreSQL parses one; 22023 when malformed or out of bounds.';
 COMMENT ON FUNCTION idem_keys_setting(text) IS

@@ -73,14 +73,13 @@ BEGIN
     LOOP
         EXECUTE pg_catalog.format('ALTER ROUTINE %s SET search_path = pg_catalog, %I, pg_temp', routine, schema_name);
     END LOOP;
-    -- The helpers are the SECURITY DEFINER verbs' own; only these are for everyone (the paced sweep
+    -- The helpers are the SECURITY DEFINER verbs' own; only these three are for everyone (the paced sweep
     -- calls the setting readers with the caller's rights, and the version is no secret).
     FOR routine IN
         SELECT p.oid::regprocedure FROM pg_catalog.pg_proc AS p
          WHERE p.pronamespace = schema_name::regnamespace AND p.proname = ANY (@FUNCTION_NAMES@)
            AND p.proname LIKE 'idem\_keys\_%'
-           AND p.proname NOT IN ('idem_keys_setting', 'idem_keys_parse_setting', 'idem_keys_quick_setting',
-                                  'idem_keys_setting_amount', 'idem_keys_read_setting', 'idem_keys_portable_version')
+           AND p.proname NOT IN ('idem_keys_setting', 'idem_keys_parse_setting', 'idem_keys_portable_version')
     LOOP
         EXECUTE pg_catalog.format('REVOKE ALL ON ROUTINE %s FROM PUBLIC', routine);
     END LOOP;

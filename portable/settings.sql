@@ -18,37 +18,9 @@ REVOKE ALL ON TABLE idem_keys_settings FROM PUBLIC;
 COMMENT ON TABLE idem_keys_settings IS
     'idem_keys portable edition: the protected settings (idem_keys.max_response_bytes, tenant_binding, tenant_setting, tenant_claim), which a caller''s SET cannot weaken. Change them with idem_keys_configure(); absent means the default.';
 
--- A whole number and an optional unit, in the base unit; NULL for any other form or for a unit the base unit
--- does not take (idem_keys_read_setting then reads or refuses it).
-CREATE OR REPLACE FUNCTION idem_keys_setting_amount(value text, base_unit text)
-RETURNS numeric
-LANGUAGE sql IMMUTABLE PARALLEL SAFE
-RETURN round(substring(value FROM '^([0-9]{1,15})[a-zA-Z]{0,3}$')::numeric
-             * CASE substring(value FROM '^[0-9]{1,15}([a-zA-Z]{0,3})$')
-                 WHEN '' THEN CASE base_unit WHEN 's' THEN 1000000 WHEN 'ms' THEN 1000 ELSE 1 END
-                 WHEN 'us' THEN CASE WHEN base_unit IN ('s', 'ms') THEN 1 END
-                 WHEN 'ms' THEN CASE WHEN base_unit IN ('s', 'ms') THEN 1000 END
-                 WHEN 's' THEN CASE WHEN base_unit IN ('s', 'ms') THEN 1000000 END
-                 WHEN 'min' THEN CASE WHEN base_unit IN ('s', 'ms') THEN 60000000 END
-                 WHEN 'h' THEN CASE WHEN base_unit IN ('s', 'ms') THEN 3600000000 END
-                 WHEN 'd' THEN CASE WHEN base_unit IN ('s', 'ms') THEN 86400000000 END
-                 WHEN 'B' THEN CASE WHEN base_unit = 'B' THEN 1 END
-                 WHEN 'kB' THEN CASE WHEN base_unit = 'B' THEN 1024 END
-                 WHEN 'MB' THEN CASE WHEN base_unit = 'B' THEN 1048576 END
-                 WHEN 'GB' THEN CASE WHEN base_unit = 'B' THEN 1073741824 END
-                 WHEN 'TB' THEN CASE WHEN base_unit = 'B' THEN 1099511627776 END
-               END
-             / CASE base_unit WHEN 's' THEN 1000000 WHEN 'ms' THEN 1000 ELSE 1 END);
-
--- That amount when it is within the bounds, else NULL.
-CREATE OR REPLACE FUNCTION idem_keys_quick_setting(value text, base_unit text, min_value bigint, max_value bigint)
-RETURNS bigint
-LANGUAGE sql IMMUTABLE PARALLEL SAFE
-RETURN CASE WHEN idem_keys_setting_amount(value, base_unit) BETWEEN min_value AND max_value
-            THEN idem_keys_setting_amount(value, base_unit)::bigint END;
-
--- Any form PostgreSQL takes, with its errors (22023).
-CREATE OR REPLACE FUNCTION idem_keys_read_setting(
+-- An integer setting's value in its base unit (s, ms, B or none), as PostgreSQL parses one: a number, an
+-- optional unit, rounded to the base unit; NULL when unset. Errors as PostgreSQL gives them for the extension.
+CREATE OR REPLACE FUNCTION idem_keys_parse_setting(
     name text, value text, base_unit text, min_value bigint, max_value bigint)
 RETURNS bigint
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
@@ -97,19 +69,6 @@ BEGIN
     RETURN amount;
 END
 $$;
-
--- An integer setting's value in its base unit (s, ms, B or none), as PostgreSQL parses one: a number, an
--- optional unit, rounded to the base unit; NULL when unset. Errors as PostgreSQL gives them for the extension.
--- The forms most values take (whole digits and a unit: 5min, 30s, 1MB, as SHOW prints them) are read by an
--- expression the verbs inline; the rest, and every value out of bounds, by PL/pgSQL, which also refuses.
--- Where the extension's library is loaded, its settings are always set (SHOW idem_keys.lease is 5min), so
--- without the quick form every call paid the PL/pgSQL parse, a quarter of a new key.
-CREATE OR REPLACE FUNCTION idem_keys_parse_setting(
-    name text, value text, base_unit text, min_value bigint, max_value bigint)
-RETURNS bigint
-LANGUAGE sql IMMUTABLE PARALLEL SAFE
-RETURN coalesce(idem_keys_quick_setting(value, base_unit, min_value, max_value),
-                idem_keys_read_setting(name, value, base_unit, min_value, max_value));
 
 -- A caller-settable setting's value in its base unit, or its default: the extension's names, defaults and
 -- bounds (src/guc.rs).

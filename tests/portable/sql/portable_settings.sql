@@ -78,14 +78,3 @@ SELECT idem_keys_configure(NULL, 'x');
 \echo :LAST_ERROR_SQLSTATE
 SELECT * FROM idem_keys_settings;
 DELETE FROM idem_keys WHERE scope = 'set';
--- The quick reading of the common forms agrees with the full one wherever it gives a value, and gives none
--- for the forms and bounds it leaves to the full one.
-SELECT count(*) FILTER (WHERE q IS NOT NULL) AS quick, count(*) FILTER (WHERE q IS NULL) AS left_to_full,
-       count(*) FILTER (WHERE q IS NOT NULL AND q IS DISTINCT FROM idem_keys_read_setting('x', v, u, lo, hi)) AS differ
-  FROM (VALUES ('s', 1, 2147483647), ('ms', 0, 10000), ('B', 1, 2147483647), ('', 1, 1000000)) AS b(u, lo, hi),
-       unnest(ARRAY['0', '1', '30', '300', '5min', '1d', '2h', '1500ms', '499ms', '500ms', '2500us', '10000',
-                    '1MB', '1024kB', '1GB', '2TB', '7B', '2147483647', '2147483648', '1000001', '1 min', '1.5s',
-                    '5mins', 'MB', '-1', '+5', ' 5', '1e3']) AS v,
-       LATERAL (SELECT idem_keys_quick_setting(v, u, lo, hi) AS q) AS quick;
-SELECT idem_keys_quick_setting('5min', 's', 1, 2147483647) AS lease, idem_keys_quick_setting('1MB', 'B', 1, 2147483647) AS cap,
-       idem_keys_quick_setting('1 min', 's', 1, 2147483647) AS spaced, idem_keys_quick_setting('5mb', 'B', 1, 2147483647) AS wrong_case;
