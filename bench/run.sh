@@ -7,7 +7,8 @@
 # Knobs (environment), e.g. a partial run that leaves docs/ alone:
 #   BENCH_RESULTS=FILE (a copy of results.tsv), BENCH_CONTENDERS="idem" (a subset), BENCH_SHARED_BUFFERS=2GB, BENCH_HUGE_PAGES= (empty: 4 kB pages; see the
 #   server below), BENCH_GROWTH_TOGETHER=1 (see growth), BENCH_FLOOR= (skip the SELECT 1 floor), BENCH_BINDING=
-#   (skip bench/binding.sh), BENCH_BODY_BYTES=16384 (requests of that size; bench/common.sh), and
+#   (skip bench/binding.sh), BENCH_BODY_BYTES=16384 (requests of that size; bench/common.sh), BENCH_PRELOAD= (the
+#   library not preloaded; see PRELOAD below), and
 #   BENCH_WORKLOADS=replay BENCH_CLIENTS=8 BENCH_SYNC=off BENCH_ROUNDS=1 BENCH_GROWTH= BENCH_SWEEP_KEYS=0 \
 #     BENCH_DOCS=/tmp/bench-docs bash bench/run.sh
 # Follow-ups for what the rounds here cannot resolve: bench/ab.sh (alternating pairs of two variants of
@@ -33,6 +34,11 @@ GROWTH=${BENCH_GROWTH-$(full_or_smoke "10000 1000000 10000000" 10000)} # stored 
 GROWTH_CLIENTS=${BENCH_GROWTH_CLIENTS:-8}
 SWEEP_KEYS=${BENCH_SWEEP_KEYS:-$(full_or_smoke 1000000 2000)} # expired keys idem_sweep deletes (0: skip)
 FLOOR=${BENCH_FLOOR-1}                                # empty: skip the round-trip floor section
+# Empty: the library is not preloaded, as on a managed service, where the portable edition runs. There, and in
+# the portable edition's sessions, idem_keys.* are unset; preloaded, the extension defines them, SHOW prints
+# 5min for the lease, and the portable edition parses them on each call, as for a caller who SETs them. The
+# sweep section needs the library preloaded.
+PRELOAD=${BENCH_PRELOAD-idem_keys}
 SWEEP_BASE_SECONDS=${BENCH_SWEEP_SECONDS:-$(full_or_smoke 10 1)}
 SWEEP_ROUNDS=${BENCH_SWEEP_ROUNDS:-$(full_or_smoke 3 1)} # each sweep's verdict: the median of its rounds' ratios
 SWEEP_CLIENTS=4 SWEEP_RATE=200                        # claims/s arriving during the sweep: a served API, not a flood
@@ -92,7 +98,7 @@ if [ -n "$HUGE_PAGES" ]; then
 fi
 bash scripts/cluster.sh start "$dir" "$PORT" "shared_buffers = $SHARED_BUFFERS" "huge_pages = $huge_pages" "max_connections = 100" \
   "max_wal_size = 8GB" "checkpoint_timeout = 30min" "synchronous_commit = on" "fsync = on" \
-  "shared_preload_libraries = 'idem_keys'" "idem_keys.sweep_enabled = off" "idem_keys.sweep_interval = 60" \
+  "shared_preload_libraries = '$PRELOAD'" "idem_keys.sweep_enabled = off" "idem_keys.sweep_interval = 60" \
   "log_min_messages = warning" "log_checkpoints = on"
 sql -f bench/schema.sql >/dev/null
 # The portable edition, from the file `make portable` writes, in a schema of its own (bench/schema.sql).
@@ -113,7 +119,7 @@ echo "$settings"
   echo "- pgbench: $($PGBENCH --version), \`-M prepared\`, on the same machine (it shares the $NPROC cores)"
   echo "- each run: ${WARMUP} s warm-up (discarded), then ${SECS} s measured; ${ROUNDS} round(s), contenders rotated each round"
   echo "- clients: $CLIENTS; synchronous_commit: $SYNCS (per session, PGOPTIONS); $BASE_KEYS finished and $BASE_KEYS in-progress keys stored"
-  echo "- request body: ${#BODY} bytes (BENCH_BODY_BYTES)"
+  echo "- request body: ${#BODY} bytes (BENCH_BODY_BYTES); shared_preload_libraries: '${PRELOAD}' (BENCH_PRELOAD)"
   echo
   echo "| setting | value |"
   echo "|---|---|"
