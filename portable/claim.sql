@@ -4,7 +4,7 @@
 
 -- idem_claim, both overloads: the body is written once, here, and scripts/portable.py writes it out for each
 -- request type (@REQUEST@), with that type's fingerprint (@FINGERPRINT@). One PL/pgSQL function per call, not
--- a SECURITY DEFINER wrapper around a shared helper: a second call costs about a tenth of a new key
+-- a SECURITY DEFINER wrapper around a shared helper: the second call cost 8-12 µs of a claim's 160
 -- (docs/benchmarks.md). The checks (one expression for the common case; the ordered checks with their errors
 -- when it fails), then the claim.
 -- @overloads [{"REQUEST": "jsonb", "FINGERPRINT": "idem_fingerprint(request)"}, {"REQUEST": "bytea", "FINGERPRINT": "sha256(request)"}]
