@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The portable edition's table for docs/benchmarks.md, from bench/portable.sh's runs (bench/run.sh results).
 
-Usage: bench/portable_table.py RUN.tsv...   each file named after its run: the request size in bytes, or preload
+Usage: bench/portable_table.py RUN.tsv...   each file named after its run: the request size in bytes (100.tsv),
+or preload-SIZE.tsv for the run with the library preloaded; printed in that order, smaller sizes first.
 Each cell is the median tps of the run's rounds; the ratios are of those medians, within one run."""
 import csv
 import statistics
@@ -27,10 +28,14 @@ def main() -> None:
     print("| request | sync | workload | clients | SQL tps | PL/pgSQL tps | idem_keys tps | portable tps "
           "| portable ÷ PL/pgSQL | portable ÷ SQL | idem_keys ÷ portable |")
     print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for name in sys.argv[1:]:
-        path = Path(name)
+    def order(path: Path) -> tuple:
+        preloaded = path.stem.startswith("preload-")
+        return (preloaded, int(path.stem.removeprefix("preload-")))
+
+    for path in sorted((Path(name) for name in sys.argv[1:]), key=order):
         tps = medians(path)
-        label = "100 B, preloaded" if path.stem == "preload" else f"{int(path.stem):,} B".replace(",", " ")
+        preloaded, size = order(path)
+        label = f"{size:,} B".replace(",", " ") + (", preloaded" if preloaded else "")
         for wl, clients, sync in sorted({k[:3] for k in tps}, key=lambda k: (k[2] != "off", k[0] != "new", k[1])):
             get = lambda c: tps.get((wl, clients, sync, c))
             cells = [f"{get(c):.0f}" if get(c) else "–" for c in ("sql", "plpgsql", "idem", "portable")]

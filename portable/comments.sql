@@ -35,8 +35,14 @@ COMMENT ON FUNCTION idem_keys_binding() IS
     'The owner''s idem_keys.tenant_binding (off unless configured), as the body of this function: idem_keys_configure rewrites it.';
 COMMENT ON FUNCTION idem_keys_owner_cap() IS
     'The owner''s idem_keys.max_response_bytes: the default as the body of this function, or a read of idem_keys_settings once configured.';
-COMMENT ON FUNCTION idem_keys_publish_settings() IS
-    'Rewrite idem_keys_binding() and idem_keys_owner_cap() to match idem_keys_settings. Revoked from PUBLIC.';
+COMMENT ON FUNCTION idem_keys_publish(text, text) IS
+    'Rewrite the function of one protected setting (idem_keys_binding() or idem_keys_owner_cap()) for the value stored. Revoked from PUBLIC.';
+COMMENT ON FUNCTION idem_keys_settings_written() IS
+    'Trigger function: publishes each write to idem_keys_settings with idem_keys_publish().';
+COMMENT ON TRIGGER idem_keys_settings_written ON idem_keys_settings IS
+    'Rewrites the function of each protected setting a write changes.';
+COMMENT ON TRIGGER idem_keys_settings_truncated ON idem_keys_settings IS
+    'Puts the protected settings'' functions back to their defaults.';
 COMMENT ON FUNCTION idem_keys_protected_default(text) IS
     'A protected setting''s value while the owner has not configured it.';
 COMMENT ON FUNCTION idem_keys_check_tenant(text, text, text) IS

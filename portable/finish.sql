@@ -25,9 +25,11 @@ BEGIN
        OR NOT idem_keys_plain_call(scope, key) THEN
         PERFORM idem_keys_finish_checked(scope, key, token, status_code, headers, retention);
     END IF;
-    -- The sizes against the cap in one expression; when one is over, the checks in the extension's order: the
+    -- The sizes against the cap in one expression, the cap read only when there is something to measure (a
+    -- caller's bad SET of it fails only then); when one is over, the checks in the extension's order: the
     -- headers' size, the retention setting's errors, then the response's size.
-    IF greatest(idem_keys_jsonb_size(headers), response_size) > idem_keys_max_response_bytes() THEN
+    IF (headers IS NOT NULL OR response_size IS NOT NULL)
+       AND greatest(idem_keys_jsonb_size(headers), response_size) > idem_keys_max_response_bytes() THEN
         PERFORM idem_keys_check_size('headers', idem_keys_jsonb_size(headers));
         PERFORM idem_keys_retention(retention);
         PERFORM idem_keys_check_size('response', response_size);

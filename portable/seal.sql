@@ -18,6 +18,9 @@ DECLARE
     routine regprocedure;
     dropped boolean := true;
 BEGIN
+    -- Our triggers use our functions.
+    DROP TRIGGER idem_keys_settings_written ON idem_keys_settings;
+    DROP TRIGGER idem_keys_settings_truncated ON idem_keys_settings;
     -- Our SQL-bodied functions depend on each other: drop in passes, each taking what nothing depends on any
     -- more. A pass that drops nothing means something outside the edition depends on it: say what.
     WHILE dropped LOOP

@@ -117,10 +117,12 @@ $$;
 -- The two protected settings every keyed call reads, kept where reading them costs nothing while they hold
 -- their defaults or a fixed value: SQL functions whose body is the value, which PostgreSQL inlines into the
 -- verbs' plans as constants (a read of idem_keys_settings is a query per call, the largest cost of the checks).
--- idem_keys_publish_settings() rewrites them from idem_keys_settings, in the transaction that changes a
--- setting; replacing a function invalidates every plan that inlined it, so each session uses the new value
--- from its next transaction. A caller cannot forge them: only the owner may replace a function, and the
--- verbs' search_path is pinned. The install makes both the defaults, then publishes what the table holds.
+-- A trigger on idem_keys_settings rewrites the function of each setting a write changes, from the value written,
+-- in that write's transaction, however the table is written (idem_keys_configure, the owner's own UPDATE, a
+-- data-only restore). Replacing a function invalidates every plan that inlined it, so each session uses the new
+-- value from its next transaction. A caller cannot forge them: only the owner may write the table or replace a
+-- function, and the verbs' search_path is pinned. The install makes both the defaults, then publishes what the
+-- table holds.
 
 -- The owner's tenant binding: one of four fixed bodies.
 CREATE OR REPLACE FUNCTION idem_keys_binding()
@@ -134,9 +136,11 @@ RETURNS bigint
 LANGUAGE sql STABLE PARALLEL SAFE
 RETURN idem_keys_protected_default('idem_keys.max_response_bytes')::bigint;
 
--- Rewrites idem_keys_binding() and idem_keys_owner_cap() to match idem_keys_settings. Each body is fixed
--- text: nothing from the table is spliced into SQL; only this schema's name is, as an identifier.
-CREATE OR REPLACE FUNCTION idem_keys_publish_settings()
+-- Rewrites the function of one protected setting for the value now stored (NULL: none, the default). Only that
+-- function, from that value, not a re-read of the table: two transactions that change two settings each
+-- rewrite their own. Each body is fixed text: no value is spliced into SQL; only this schema's name is, as
+-- an identifier. A binding no release knows is refused (22023), so the write that stored it fails.
+CREATE OR REPLACE FUNCTION idem_keys_publish(setting text, value text)
 RETURNS void
 LANGUAGE plpgsql VOLATILE
 SET search_path FROM CURRENT
@@ -145,32 +149,66 @@ DECLARE
     target name := (SELECT n.nspname FROM pg_catalog.pg_proc AS p
                       JOIN pg_catalog.pg_namespace AS n ON n.oid = p.pronamespace
                      WHERE p.oid = 'idem_keys_binding()'::pg_catalog.regprocedure);
-    binding text := 'CREATE OR REPLACE FUNCTION %I.idem_keys_binding() RETURNS text LANGUAGE sql STABLE PARALLEL SAFE ';
-    cap text := 'CREATE OR REPLACE FUNCTION %I.idem_keys_owner_cap() RETURNS bigint STABLE PARALLEL SAFE ';
+    binding text := 'CREATE OR REPLACE FUNCTION %1$I.idem_keys_binding() RETURNS text LANGUAGE sql STABLE PARALLEL SAFE ';
+    cap text := 'CREATE OR REPLACE FUNCTION %1$I.idem_keys_owner_cap() RETURNS bigint STABLE PARALLEL SAFE ';
 BEGIN
-    CASE idem_keys_protected('idem_keys.tenant_binding')
-    WHEN 'off' THEN EXECUTE pg_catalog.format(binding || $b$RETURN 'off'$b$, target);
-    WHEN 'role' THEN EXECUTE pg_catalog.format(binding || $b$RETURN 'role'$b$, target);
-    WHEN 'setting' THEN EXECUTE pg_catalog.format(binding || $b$RETURN 'setting'$b$, target);
-    WHEN 'jwt' THEN EXECUTE pg_catalog.format(binding || $b$RETURN 'jwt'$b$, target);
-    END CASE;
-    IF EXISTS (SELECT FROM idem_keys_settings AS s WHERE s.name = 'idem_keys.max_response_bytes') THEN
+    IF setting = 'idem_keys.tenant_binding' THEN
+        CASE coalesce(value, idem_keys_protected_default(setting))
+        WHEN 'off' THEN EXECUTE pg_catalog.format(binding || $b$RETURN 'off'$b$, target);
+        WHEN 'role' THEN EXECUTE pg_catalog.format(binding || $b$RETURN 'role'$b$, target);
+        WHEN 'setting' THEN EXECUTE pg_catalog.format(binding || $b$RETURN 'setting'$b$, target);
+        WHEN 'jwt' THEN EXECUTE pg_catalog.format(binding || $b$RETURN 'jwt'$b$, target);
+        ELSE
+            RAISE EXCEPTION 'invalid value for parameter "%": "%"', setting, value USING ERRCODE = '22023',
+                HINT = 'Available values: off, role, setting, jwt. Change it with idem_keys_configure().';
+        END CASE;
+    ELSIF setting = 'idem_keys.max_response_bytes' AND value IS NULL THEN
+        EXECUTE pg_catalog.format(cap || $b$LANGUAGE sql
+            RETURN %1$I.idem_keys_protected_default('idem_keys.max_response_bytes')::bigint$b$, target);
+    ELSIF setting = 'idem_keys.max_response_bytes' THEN
         -- PL/pgSQL, so that its query is planned once per session.
         EXECUTE pg_catalog.format(cap || $b$LANGUAGE plpgsql AS $body$
             BEGIN
-                RETURN idem_keys_protected('idem_keys.max_response_bytes')::bigint;
+                RETURN %1$I.idem_keys_protected('idem_keys.max_response_bytes')::bigint;
             END
             $body$
         $b$, target);
-    ELSE
-        EXECUTE pg_catalog.format(cap || $b$LANGUAGE sql
-            RETURN idem_keys_protected_default('idem_keys.max_response_bytes')::bigint$b$, target);
     END IF;
 END
 $$;
+
+-- The trigger that publishes every write to idem_keys_settings.
+CREATE OR REPLACE FUNCTION idem_keys_settings_written()
+RETURNS trigger
+LANGUAGE plpgsql VOLATILE
+SET search_path FROM CURRENT
+AS $$
+BEGIN
+    IF TG_OP = 'TRUNCATE' THEN
+        PERFORM idem_keys_publish('idem_keys.tenant_binding', NULL);
+        PERFORM idem_keys_publish('idem_keys.max_response_bytes', NULL);
+        RETURN NULL;
+    END IF;
+    IF TG_OP = 'DELETE' OR (TG_OP = 'UPDATE' AND OLD.name <> NEW.name) THEN
+        PERFORM idem_keys_publish(OLD.name, NULL);
+    END IF;
+    IF TG_OP IN ('INSERT', 'UPDATE') THEN
+        PERFORM idem_keys_publish(NEW.name, NEW.value);
+    END IF;
+    RETURN NULL;
+END
+$$;
+CREATE OR REPLACE TRIGGER idem_keys_settings_written
+    AFTER INSERT OR UPDATE OR DELETE ON idem_keys_settings
+    FOR EACH ROW EXECUTE FUNCTION idem_keys_settings_written();
+CREATE OR REPLACE TRIGGER idem_keys_settings_truncated
+    AFTER TRUNCATE ON idem_keys_settings
+    FOR EACH STATEMENT EXECUTE FUNCTION idem_keys_settings_written();
 DO $$
 BEGIN
-    PERFORM idem_keys_publish_settings();
+    PERFORM idem_keys_publish(published.name,
+                              (SELECT s.value FROM idem_keys_settings AS s WHERE s.name = published.name))
+       FROM (VALUES ('idem_keys.tenant_binding'), ('idem_keys.max_response_bytes')) AS published(name);
 END
 $$;
 
@@ -237,9 +275,6 @@ BEGIN
     ELSE
         INSERT INTO idem_keys_settings AS s (name, value) VALUES (setting, normal)
             ON CONFLICT (name) DO UPDATE SET value = excluded.value;
-    END IF;
-    IF setting IN ('idem_keys.tenant_binding', 'idem_keys.max_response_bytes') THEN
-        PERFORM idem_keys_publish_settings();
     END IF;
     RETURN idem_keys_protected(setting);
 END

@@ -31,6 +31,11 @@ BEGIN
           FROM pg_catalog.pg_proc AS p
          WHERE p.pronamespace = pg_catalog.current_schema()::regnamespace AND p.proname = ANY (@FUNCTION_NAMES@)
            AND NOT pg_catalog.has_function_privilege('public', p.oid, 'EXECUTE');
+        -- Our own triggers use our functions: settings.sql makes them again.
+        IF pg_catalog.to_regclass('idem_keys_settings') IS NOT NULL THEN
+            DROP TRIGGER IF EXISTS idem_keys_settings_written ON idem_keys_settings;
+            DROP TRIGGER IF EXISTS idem_keys_settings_truncated ON idem_keys_settings;
+        END IF;
         -- In passes: the SQL-bodied ones depend on each other. What something else depends on (a view or a
         -- function of the application) cannot be replaced safely: then the upgrade stops, changing nothing.
         dropped := true;

@@ -56,9 +56,19 @@ token=$(as install_caller app -c "SELECT (idem_claim('install_caller', 'k', '{}'
   fail "the size cap was lost by running the file again"
 as app_owner app -c "SELECT idem_keys_configure('idem_keys.tenant_binding', NULL)" \
   -c "SELECT idem_keys_configure('idem_keys.max_response_bytes', NULL)" \
-  -c "DELETE FROM idem_keys WHERE scope = 'install_caller'" -c "DROP ROLE install_caller" >/dev/null
+  -c "DELETE FROM idem_keys WHERE scope = 'install_caller'" >/dev/null
 [ "$(as app_owner app -c "SELECT idem_keys_binding() || ' ' || idem_keys_max_response_bytes()")" = "off 1048576" ] ||
   fail "the defaults did not come back"
+# However the owner writes the table (here without idem_keys_configure, as a data-only restore does), the
+# verbs obey it; a binding no release knows is refused (22023); TRUNCATE brings the defaults back.
+as app_owner app -c "INSERT INTO idem_keys_settings VALUES ('idem_keys.tenant_binding', 'role')" >/dev/null
+[ "$(sqlstate "SELECT idem_claim('someone_else', 'k', '{}'::jsonb)")" = 42501 ] ||
+  fail "a binding written into idem_keys_settings directly is not in force"
+[ "$(as app_owner app -v VERBOSITY=sqlstate -c "UPDATE idem_keys_settings SET value = 'everyone'" 2>&1 | sed -n 's/^ERROR: *//p')" = 22023 ] ||
+  fail "an unknown binding written into idem_keys_settings was not refused"
+as app_owner app -c "TRUNCATE idem_keys_settings" >/dev/null
+[ -z "$(sqlstate "SELECT idem_claim('someone_else', 'k', '{}'::jsonb)")" ] || fail "TRUNCATE did not turn the binding off"
+as app_owner app -c "DELETE FROM idem_keys WHERE scope = 'someone_else'" -c "DROP ROLE install_caller" >/dev/null
 [ "$(as app_owner app -c "SELECT token FROM idem_keys WHERE scope = 'install'")" = "$(cat "$work/token")" ] ||
   fail "running the file again lost a key"
 [ "$(as app_owner app -c "SELECT (idem_claim('install', 'k', '{}'::jsonb)).outcome")" = in_progress ] ||

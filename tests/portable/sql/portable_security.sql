@@ -59,7 +59,7 @@ SELECT * FROM idem_stats();
 \echo :LAST_ERROR_SQLSTATE
 SELECT idem_keys_configure('idem_keys.max_response_bytes', '1GB');
 \echo :LAST_ERROR_SQLSTATE
-SELECT idem_keys_publish_settings();
+SELECT idem_keys_publish('idem_keys.tenant_binding', 'off');
 \echo :LAST_ERROR_SQLSTATE
 SELECT idem_keys_portable_uninstall();
 \echo :LAST_ERROR_SQLSTATE

@@ -77,4 +77,12 @@ SELECT idem_keys_configure('idem_keys.no_such_setting', '1');
 SELECT idem_keys_configure(NULL, 'x');
 \echo :LAST_ERROR_SQLSTATE
 SELECT * FROM idem_keys_settings;
+-- A caller's bad SET of the cap fails a finish only when there is an answer to measure.
+SELECT (idem_claim('set', 'no_answer', '{}'::jsonb)).token AS no_answer_token \gset
+SET idem_keys.max_response_bytes = 'plenty';
+SELECT idem_finish('set', 'no_answer', :no_answer_token, 204, NULL::jsonb);
+SELECT status_code, response IS NULL AS no_response FROM idem_keys WHERE scope = 'set' AND key = 'no_answer';
+SELECT idem_finish('set', 'no_answer', :no_answer_token, 204, '{}'::jsonb);
+\echo :LAST_ERROR_SQLSTATE
+RESET idem_keys.max_response_bytes;
 DELETE FROM idem_keys WHERE scope = 'set';
