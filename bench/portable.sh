@@ -18,9 +18,9 @@ run() { # run TAG [VAR=VALUE ...]: one bench/run.sh, its rows into $out/TAG.tsv
     BENCH_RESULTS="$out/$tag.tsv" BENCH_DOCS="$out/docs-$tag" "$@" bash bench/run.sh >"$out/$tag.log" 2>&1 ||
     { tail -n 30 "$out/$tag.log" >&2; echo "bench/portable.sh: the $tag run failed" >&2; exit 1; }
 }
-for bytes in ${PORTABLE_BENCH_BYTES:-100 16384}; do # unquoted on purpose: a list of sizes
+read -ra sizes <<<"${PORTABLE_BENCH_BYTES:-100 16384}"
+for bytes in "${sizes[@]}"; do
   run "$bytes" BENCH_PRELOAD= BENCH_BODY_BYTES="$bytes" BENCH_CONTENDERS="sql plpgsql idem portable" BENCH_SYNC="off on"
 done
-sizes=(${PORTABLE_BENCH_BYTES:-100 16384})
 run "preload-${sizes[0]}" BENCH_BODY_BYTES="${sizes[0]}" BENCH_CONTENDERS="plpgsql portable" BENCH_SYNC=off
 python3 bench/portable_table.py "$out"/*.tsv

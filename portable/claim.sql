@@ -32,12 +32,7 @@ BEGIN
             PERFORM idem_keys_null_argument('idem_claim', 'request');
         END IF;
     END IF;
-    IF lease IS NULL THEN
-        lease := CASE WHEN coalesce(current_setting('idem_keys.lease', true), '') = '' THEN interval '300 seconds'
-                      ELSE idem_keys_setting('idem_keys.lease') * interval '1 second' END;
-    ELSE
-        lease := idem_keys_duration('lease', lease);
-    END IF;
+    lease := idem_keys_interval('lease', lease);
     IF wait < interval '0' THEN
         PERFORM idem_keys_raise('22023', 'wait must not be a negative interval', NULL,
             'Pass ''0'' (or NULL) not to wait, or an interval such as ''2 seconds''.');

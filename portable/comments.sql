@@ -26,6 +26,8 @@ COMMENT ON FUNCTION idem_keys_seconds(interval) IS
     'An interval''s length in seconds as the extension counts it: a month is 30 days, a day 24 hours.';
 COMMENT ON FUNCTION idem_keys_duration(text, interval) IS
     'A lease or retention as a fixed length (22023 when not positive), capped as the extension caps it.';
+COMMENT ON FUNCTION idem_keys_interval(text, interval) IS
+    'A lease or retention in force: the one given (22023 when not positive), else its idem_keys.* setting''s.';
 COMMENT ON FUNCTION idem_keys_writable(text) IS '25006 on a hot standby.';
 COMMENT ON FUNCTION idem_keys_plain_call(text, text) IS
     'Whether a keyed call passes every check of idem_keys_check_call, as one expression for the verbs'' common case.';
@@ -47,8 +49,6 @@ COMMENT ON FUNCTION idem_keys_protected_default(text) IS
     'A protected setting''s value while the owner has not configured it.';
 COMMENT ON FUNCTION idem_keys_check_tenant(text, text, text) IS
     'Tenant binding: 42501 unless the caller''s tenant owns the scope (the scope is the tenant, or starts with the tenant and '':'').';
-COMMENT ON FUNCTION idem_keys_retention(interval) IS
-    'How long a finished answer is kept: the retention given (22023 when not positive), else idem_keys.retention, else a day.';
 COMMENT ON FUNCTION idem_keys_finish_checked(text, text, bigint, integer, jsonb, interval) IS
     'idem_finish''s checks that need no table, with their errors in the extension''s order.';
 COMMENT ON FUNCTION idem_keys_jsonb_size(jsonb) IS 'A jsonb value''s binary size, as the size cap counts it.';

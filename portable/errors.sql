@@ -93,6 +93,14 @@ BEGIN
 END
 $$;
 
+-- A lease or retention in force: the one given (checked as above), else its idem_keys.* setting's. SQL, so
+-- that idem_claim and idem_finish inline it.
+CREATE OR REPLACE FUNCTION idem_keys_interval(argument text, value interval)
+RETURNS interval
+LANGUAGE sql STABLE PARALLEL SAFE
+RETURN CASE WHEN value IS NOT NULL THEN idem_keys_duration(argument, value)
+            ELSE idem_keys_setting('idem_keys.' || argument) * interval '1 second' END;
+
 -- 25006: writes need the primary.
 CREATE OR REPLACE FUNCTION idem_keys_writable(function text)
 RETURNS void

@@ -31,10 +31,10 @@ BEGIN
     IF (headers IS NOT NULL OR response_size IS NOT NULL)
        AND greatest(idem_keys_jsonb_size(headers), response_size) > idem_keys_max_response_bytes() THEN
         PERFORM idem_keys_check_size('headers', idem_keys_jsonb_size(headers));
-        PERFORM idem_keys_retention(retention);
+        PERFORM idem_keys_interval('retention', retention);
         PERFORM idem_keys_check_size('response', response_size);
     END IF;
-    keep := idem_keys_retention(retention);
+    keep := idem_keys_interval('retention', retention);
     now := clock_timestamp();
     -- With a synchronous standby, a session's synchronous_commit = off or local must not make an answer
     -- visible (and replayable) before the standby has it: this transaction commits as if it were on, as in
@@ -106,17 +106,6 @@ BEGIN
     END IF;
 END
 $$;
-
--- How long a finished answer is kept: the retention given (22023 when not positive), else the setting's, else
--- a day. SQL, so that it is inlined into idem_finish.
-CREATE OR REPLACE FUNCTION idem_keys_retention(retention interval)
-RETURNS interval
-LANGUAGE sql STABLE PARALLEL SAFE
-RETURN CASE
-    WHEN retention IS NOT NULL THEN idem_keys_duration('retention', retention)
-    WHEN coalesce(current_setting('idem_keys.retention', true), '') = '' THEN interval '86400 seconds'
-    ELSE idem_keys_setting('idem_keys.retention') * interval '1 second'
-END;
 
 -- A jsonb value's binary size without its length word: what the extension's size cap counts, which measures
 -- the value decompressed. pg_column_size counts a value as it is held: compressed (an argument taken from a

@@ -76,13 +76,14 @@ CREATE OR REPLACE FUNCTION idem_keys_setting(name text)
 RETURNS bigint
 LANGUAGE sql STABLE PARALLEL SAFE
 RETURN coalesce(
-    CASE name
+    -- Unset (where no library defines it, the usual case): the default, without the PL/pgSQL parse.
+    CASE WHEN coalesce(current_setting(name, true), '') <> '' THEN CASE name
         WHEN 'idem_keys.lease' THEN idem_keys_parse_setting(name, current_setting(name, true), 's', 1, 2147483647)
         WHEN 'idem_keys.retention' THEN idem_keys_parse_setting(name, current_setting(name, true), 's', 1, 2147483647)
         WHEN 'idem_keys.abandon_after' THEN idem_keys_parse_setting(name, current_setting(name, true), 's', 1, 2147483647)
         WHEN 'idem_keys.sweep_batch_size' THEN idem_keys_parse_setting(name, current_setting(name, true), '', 1, 1000000)
         WHEN 'idem_keys.sweep_delay' THEN idem_keys_parse_setting(name, current_setting(name, true), 'ms', 0, 10000)
-    END,
+    END END,
     CASE name
         WHEN 'idem_keys.lease' THEN 300
         WHEN 'idem_keys.retention' THEN 86400
