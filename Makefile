@@ -8,7 +8,7 @@ export PG_CONFIG PG_MAJORS
 DEMO_DIR  ?= /tmp/idem_keys-demo
 DEMO_PORT ?= 25329
 
-.PHONY: demo stop test setup install portable portable-test pgtest regress isolation upgrade lifecycle package package-test crash worker failover e2e http powertools pgbouncer drivers ha scaleout bench bench-smoke regress-bless clean
+.PHONY: demo stop test setup install portable portable-test pgtest regress isolation upgrade lifecycle package package-test crash worker failover e2e http powertools pgbouncer drivers ha scaleout citus bench bench-smoke regress-bless clean
 
 setup:
 	@bash scripts/setup.sh
@@ -34,7 +34,7 @@ test: setup
 	@bash scripts/test.sh
 
 # Stages of `make test`, runnable alone.
-pgtest regress isolation upgrade lifecycle crash worker failover e2e http powertools pgbouncer drivers ha scaleout: setup
+pgtest regress isolation upgrade lifecycle crash worker failover e2e http powertools pgbouncer drivers ha scaleout citus: setup
 	@bash scripts/test.sh $@
 # The portable edition's own stage (the file itself is `make portable`).
 portable-test: setup

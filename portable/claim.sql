@@ -73,9 +73,11 @@ BEGIN
                 RETURN ROW('claimed', new_token, 1, NULL, NULL, NULL, NULL, NULL, now, NULL, NULL)::idem_result;
             END IF;
         ELSIF stmt = 'takeover' THEN
-            -- Re-checked on the newest row version, so of two racing recoverers exactly one gets a row.
+            -- Re-checked on the newest row version, so of two racing recoverers exactly one gets a row. The
+            -- token is drawn first: Citus refuses a volatile function inside an UPDATE of a distributed table.
+            new_token := nextval('idem_keys_token_seq');
             UPDATE idem_keys AS t SET
-                token = nextval('idem_keys_token_seq'),
+                token = new_token,
                 attempt = CASE WHEN t.finished_at IS NULL THEN t.attempt + 1 ELSE 1 END,
                 created_at = CASE WHEN t.finished_at IS NULL THEN t.created_at ELSE now END,
                 fingerprint = request_fingerprint, claimed_at = now, lease_ends_at = lease_ends,

@@ -56,6 +56,10 @@ COMMENT ON FUNCTION idem_keys_sweep_kind(boolean, timestamptz, timestamptz, inte
     'Delete one batch of expired answers (true) or abandoned claims (false); the count and the latest timestamp deleted.';
 COMMENT ON FUNCTION idem_keys_sweep_batch(idem_sweep_progress, integer, boolean) IS
     'One sweep batch of both kinds from where progress says.';
+COMMENT ON FUNCTION idem_keys_distributed() IS
+    'Whether Citus distributes idem_keys in this database (its rows are then in shards).';
+COMMENT ON FUNCTION idem_keys_sweep_shards(idem_sweep_progress, integer, boolean) IS
+    'One sweep batch on a node of a Citus cluster: both kinds, over each shard of idem_keys this node holds.';
 COMMENT ON FUNCTION idem_keys_record_sweep(bigint, bigint) IS 'Record a finished sweep for idem_sweep_status().';
 COMMENT ON FUNCTION idem_keys_batch_size(integer) IS 'A sweep''s batch size: the setting when NULL, 22023 when not positive.';
 COMMENT ON INDEX idem_keys_settings_pkey IS 'One value per protected setting.';

@@ -147,12 +147,20 @@ LANGUAGE plpgsql VOLATILE
 SET search_path FROM CURRENT
 AS $$
 DECLARE
+    -- On a Citus cluster each node keeps its own settings table and publishes for itself (docs/scale-out.md:
+    -- the owner configures every node): Citus would refuse the redefinition on a worker, or carry the
+    -- coordinator's to nodes whose table says otherwise. So its DDL propagation is off while this runs.
+    -- (Not a SET clause: without Citus loaded a non-superuser may not name its setting.)
+    propagation text := current_setting('citus.enable_ddl_propagation', true);
     target name := (SELECT n.nspname FROM pg_catalog.pg_proc AS p
                       JOIN pg_catalog.pg_namespace AS n ON n.oid = p.pronamespace
                      WHERE p.oid = 'idem_keys_binding()'::pg_catalog.regprocedure);
     binding text := 'CREATE OR REPLACE FUNCTION %1$I.idem_keys_binding() RETURNS text LANGUAGE sql STABLE PARALLEL SAFE ';
     cap text := 'CREATE OR REPLACE FUNCTION %1$I.idem_keys_owner_cap() RETURNS bigint STABLE PARALLEL SAFE ';
 BEGIN
+    IF propagation IS NOT NULL THEN
+        PERFORM set_config('citus.enable_ddl_propagation', 'off', true);
+    END IF;
     IF setting = 'idem_keys.tenant_binding' THEN
         CASE coalesce(value, idem_keys_protected_default(setting))
         WHEN 'off' THEN EXECUTE pg_catalog.format(binding || $b$RETURN 'off'$b$, target);
@@ -174,6 +182,9 @@ BEGIN
             END
             $body$
         $b$, target);
+    END IF;
+    IF propagation IS NOT NULL THEN
+        PERFORM set_config('citus.enable_ddl_propagation', propagation, true);
     END IF;
 END
 $$;

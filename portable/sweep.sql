@@ -46,6 +46,87 @@ BEGIN
 END
 $$;
 
+-- Whether Citus distributes idem_keys here (citus/idem_keys_distribute.sql): its rows are then in shards,
+-- and a sweep deletes from the shards this node holds. Without Citus, one catalog lookup.
+CREATE OR REPLACE FUNCTION idem_keys_distributed()
+RETURNS boolean
+LANGUAGE plpgsql STABLE
+AS $$
+DECLARE
+    found boolean := false;
+BEGIN
+    IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL THEN
+        -- (EXECUTE: the catalog is Citus's, absent where Citus is not installed)
+        EXECUTE 'SELECT EXISTS (SELECT FROM pg_catalog.pg_dist_partition WHERE logicalrelid = $1)'
+           INTO found USING 'idem_keys'::regclass;
+    END IF;
+    RETURN found;
+END
+$$;
+
+-- idem_keys_sweep_batch on a node of a Citus cluster, as the extension does it (src/api/sweep.rs): a batch
+-- over each shard of idem_keys placed on this node, so every worker's sweep removes the expired rows it stores
+-- and the coordinator, which holds no shard, removes none. Every batch starts at the oldest row (a cursor
+-- names a place in one table; the shards are many). With take_ties (a sweep in one transaction) each shard's
+-- rows go in one statement per kind; otherwise at most batch_size rows per shard and kind.
+CREATE OR REPLACE FUNCTION idem_keys_sweep_shards(
+    progress idem_sweep_progress, batch_size integer, take_ties boolean)
+RETURNS idem_sweep_progress
+LANGUAGE plpgsql VOLATILE
+AS $$
+DECLARE
+    started timestamptz := clock_timestamp();
+    abandoned_before timestamptz := started - idem_keys_setting('idem_keys.abandon_after') * interval '1 second';
+    max_rows integer := CASE WHEN take_ties THEN NULL ELSE batch_size END;
+    shard text;
+    fin bigint;
+    aban bigint;
+    removed bigint := 0;
+    more boolean := false; -- a shard filled its batch: more may be waiting
+    step idem_sweep_progress;
+BEGIN
+    -- The shard's name is Citus's: the table's, an underscore, the shard id. A placement still being copied
+    -- here by a shard move is not listed until Citus records it.
+    FOR shard IN EXECUTE
+        $q$SELECT pg_catalog.format('%I.%I', n.nspname, t.relname || '_' || s.shardid)
+             FROM pg_catalog.pg_dist_shard AS s
+             JOIN pg_catalog.pg_dist_placement AS p ON p.shardid = s.shardid
+             JOIN pg_catalog.pg_class AS t ON t.oid = s.logicalrelid
+             JOIN pg_catalog.pg_namespace AS n ON n.oid = t.relnamespace
+            WHERE s.logicalrelid = $1
+              AND p.groupid = (SELECT g.groupid FROM pg_catalog.pg_dist_local_group AS g)
+              AND pg_catalog.to_regclass(pg_catalog.format('%I.%I', n.nspname, t.relname || '_' || s.shardid)) IS NOT NULL
+            ORDER BY s.shardid$q$ USING 'idem_keys'::regclass
+    LOOP
+        EXECUTE pg_catalog.format(
+            $q$WITH gone AS (
+                   DELETE FROM %1$s WHERE ctid = ANY (ARRAY(
+                       SELECT s.ctid FROM %1$s AS s
+                        WHERE s.finished_at IS NOT NULL AND s.expires_at <= $1
+                        ORDER BY s.expires_at LIMIT $2 FOR UPDATE SKIP LOCKED))
+                     AND finished_at IS NOT NULL AND expires_at <= $1
+                   RETURNING 1)
+               SELECT count(*) FROM gone$q$, shard) INTO fin USING started, max_rows;
+        EXECUTE pg_catalog.format(
+            $q$WITH gone AS (
+                   DELETE FROM %1$s WHERE ctid = ANY (ARRAY(
+                       SELECT s.ctid FROM %1$s AS s
+                        WHERE s.finished_at IS NULL AND s.lease_ends_at <= $1
+                        ORDER BY s.lease_ends_at LIMIT $2 FOR UPDATE SKIP LOCKED))
+                     AND finished_at IS NULL AND lease_ends_at <= $1
+                   RETURNING 1)
+               SELECT count(*) FROM gone$q$, shard) INTO aban USING abandoned_before, max_rows;
+        removed := removed + fin + aban;
+        more := more OR (max_rows IS NOT NULL AND greatest(fin, aban) >= max_rows);
+    END LOOP;
+    step.removed := coalesce(progress.removed, 0) + removed;
+    step.longest_batch_micros := greatest(coalesce(progress.longest_batch_micros, 0),
+        (extract(epoch FROM clock_timestamp() - started) * 1000000)::bigint);
+    step.done := NOT more;
+    RETURN step;
+END
+$$;
+
 -- One batch from progress (NULL: a new sweep): expired answers and abandoned claims; with take_ties (a
 -- sweep in one transaction) a full batch also takes the rest of the timestamp it ended on.
 CREATE OR REPLACE FUNCTION idem_keys_sweep_batch(
@@ -61,6 +142,9 @@ DECLARE
     rest bigint;
     step idem_sweep_progress;
 BEGIN
+    IF idem_keys_distributed() THEN
+        RETURN idem_keys_sweep_shards(progress, batch_size, take_ties);
+    END IF;
     fin := idem_keys_sweep_kind(true, started, coalesce(progress.finished_from, '-infinity'), batch_size);
     IF take_ties AND fin.removed >= batch_size THEN
         SELECT g.removed INTO rest FROM idem_keys_sweep_kind(true, fin.last_ts, fin.last_ts, NULL) AS g;

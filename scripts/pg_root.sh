@@ -2,7 +2,8 @@
 # One Debian root filesystem per PostgreSQL major that bookworm does not ship (17 from trixie, 18 from sid).
 # Installing trixie or sid packages into the bookworm host would replace libc and 90+ packages, so each major
 # gets its own root, built once with debootstrap and reused after. The host's Rust toolchain, cargo-pgrx and
-# the checkout are bind-mounted into it, so nothing is downloaded twice and a build there sees the same tree.
+# the checkout (and ../shared beside it, where vendored sources such as Citus live) are bind-mounted into it, so
+# nothing is downloaded twice and a build there sees the same tree.
 #   pg_root.sh ensure MAJOR           build the root (if missing) and install what is missing in it
 #   pg_root.sh run MAJOR CMD [ARG...] run CMD inside the root, in the checkout, with PG_CONFIG set to that major
 #   pg_root.sh path MAJOR             print where the root lives
@@ -75,7 +76,7 @@ in_root() {
     mount -t sysfs sysfs "$dir/sys"
     mount --rbind /dev "$dir/dev"
     mount -t tmpfs tmpfs "$dir/dev/shm"
-    for d in "$HOME/.cargo" "$HOME/.rustup" "$here"; do
+    for d in "$HOME/.cargo" "$HOME/.rustup" "$here" "$(dirname "$here")/shared"; do
       [ -d "$d" ] || continue
       mkdir -p "$dir$d"; mount --bind "$d" "$dir$d"
     done

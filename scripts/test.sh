@@ -3,14 +3,15 @@
 # per stage and major.
 #   scripts/test.sh            all stages on every major
 #   scripts/test.sh STAGE...   only these (pgtest regress isolation upgrade portable lifecycle package crash worker
-#                              failover e2e http powertools pgbouncer drivers ha scaleout bench)
+#                              failover e2e http powertools pgbouncer drivers ha scaleout citus bench)
 #   PG_MAJORS="15 18"          only these majors (default: all of SUPPORTED_MAJORS in scripts/pg_major.sh)
 # Every stage runs on 15, the host's own PostgreSQL. On 16, 17 and 18 the stages that exercise the server
 # (EVERY_MAJOR below) run too: 16 on the host from the pgserver wheel's tree (scripts/pg16.sh), 17 and 18
 # inside that major's Debian root (scripts/pg_root.sh, built on first use); the
 # client-side ones (lifecycle's dump and standby scripts, the e2e services, PgBouncer, the JDBC and asyncpg
 # drivers, the HA manager's failovers, the PL/Proxy router) run once, on 15, and so does the benchmark harness's
-# smoke run (it checks that the harness still runs, not a major's behaviour; about 60 s a major).
+# smoke run (it checks that the harness still runs, not a major's behaviour; about 60 s a major). Citus runs
+# on one major it supports (STAGE_MAJORS), inside that major's root, where its build is cached.
 # BLESS=1 copies the golden-file outputs over the expected files (review the diff before committing).
 set -eEuo pipefail # -E: the ERR trap below also fires inside functions
 cd "$(dirname "$0")/.."
@@ -18,8 +19,12 @@ source scripts/pg_major.sh
 export PATH="$HOME/.cargo/bin:$PATH"
 
 stages=("$@")
-((${#stages[@]})) || stages=(pgtest regress isolation upgrade portable lifecycle package crash worker failover e2e http powertools pgbouncer drivers ha scaleout bench)
+((${#stages[@]})) || stages=(pgtest regress isolation upgrade portable lifecycle package crash worker failover e2e http powertools pgbouncer drivers ha scaleout citus bench)
 EVERY_MAJOR=" pgtest regress isolation upgrade portable package crash worker failover "
+# Stages that run on these majors only, instead of the rule above. Citus 14 supports 16, 17 and 18; one major
+# proves the integration (each further major would add the stage's time again, and a Citus build on a fresh
+# machine: docs/scale-out.md).
+declare -A STAGE_MAJORS=([citus]="17")
 
 scratch_dir() { # a postgres-owned scratch directory with a short path (it holds Unix sockets)
   local d; d=$(mktemp -d /tmp/idem.XXXXXX); chown postgres: "$d"; echo "$d"
@@ -165,6 +170,18 @@ stage_scaleout() {
   bash bench/scaleout.sh --smoke # the hop benchmark runs, so it never rots (not a measurement)
 }
 
+# idem_keys on Citus 14.0.1: a coordinator and two workers, both editions distributed by scope; the contract
+# through the coordinator, the sweep on every worker, a worker down, a worker added and the shards moved under
+# load (tests/citus/run.sh); then the hop benchmark in smoke mode against one server and a PL/Proxy router.
+stage_citus() {
+  install_release
+  bash scripts/citus.sh ensure
+  bash scripts/install_proxy.sh
+  bash scripts/apt_install.sh citus python3-psycopg "postgresql-$PG_MAJOR-plproxy"
+  bash tests/citus/run.sh
+  bash bench/citus.sh --smoke # the hop benchmark runs, so it never rots (not a measurement)
+}
+
 # The benchmark harness in smoke mode (a few seconds per contender), so it never rots. Not a measurement.
 stage_bench() {
   install_release
@@ -220,15 +237,55 @@ if [ -n "${IDEM_ONE_MAJOR:-}" ]; then
 fi
 
 host_major=$(pg_major)
-for major in ${PG_MAJORS:-$SUPPORTED_MAJORS}; do
-  picked=()
+# picks MAJOR: the stages of this run that run on MAJOR, one per line.
+picks() {
+  local major=$1 stage
   for stage in "${stages[@]}"; do
-    if [ "$major" = "$host_major" ] || [[ $EVERY_MAJOR == *" $stage "* ]]; then picked+=("$stage"); fi
+    if [ -n "${STAGE_MAJORS[$stage]:-}" ]; then
+      [[ " ${STAGE_MAJORS[$stage]} " != *" $major "* ]] || echo "$stage"
+    elif [ "$major" = "$host_major" ] || [[ $EVERY_MAJOR == *" $stage "* ]]; then
+      echo "$stage"
+    fi
   done
+}
+
+# On a fresh machine the Debian roots (17, 18) and Citus must be built before their majors' stages: set-up, not
+# tests, so it runs in the background while the host's stages run, and its output is shown when the first major
+# that needs it starts. debootstrap is installed here first: two apt runs on the host would collide.
+prepare_pid="" prepare_log=""
+roots_needed=() citus_needed=()
+for major in ${PG_MAJORS:-$SUPPORTED_MAJORS}; do
+  [ "$major" != "$host_major" ] && [ -n "$(picks "$major")" ] || continue
+  [ "$(where_major "$major")" != root ] || roots_needed+=("$major")
+  ! grep -qx citus <<<"$(picks "$major")" || citus_needed+=("$major")
+done
+if ((${#roots_needed[@]})); then
+  bash scripts/apt_install.sh pg_root debootstrap
+  prepare_log=$(mktemp /tmp/idem-prepare.XXXXXX)
+  (
+    for major in "${roots_needed[@]}"; do bash scripts/pg_root.sh ensure "$major"; done
+    for major in "${citus_needed[@]}"; do in_major "$major" bash scripts/citus.sh ensure; done
+  ) >"$prepare_log" 2>&1 &
+  prepare_pid=$!
+  trap '[ -z "$prepare_pid" ] || kill "$prepare_pid" 2>/dev/null || true' EXIT # a stage failed before it was needed
+fi
+prepared() { # waits for the background set-up, shows what it said
+  local status=0
+  wait "$prepare_pid" || status=$?
+  cat "$prepare_log"; rm -f "$prepare_log"
+  prepare_pid=""
+  return $status
+}
+
+for major in ${PG_MAJORS:-$SUPPORTED_MAJORS}; do
+  mapfile -t picked < <(picks "$major")
   ((${#picked[@]})) || continue
   if [ "$major" = "$host_major" ]; then
     run_here "${picked[@]}"
     continue
+  fi
+  if [ -n "$prepare_pid" ] && [ "$(where_major "$major")" = root ]; then
+    timed "roots and Citus, built while the stages above ran" prepared
   fi
   [ "$(where_major "$major")" = root ] && timed "root (pg$major)" bash scripts/pg_root.sh ensure "$major"
   timed "setup (pg$major)" in_major "$major" bash scripts/setup.sh

@@ -21,6 +21,10 @@ pub struct Names {
     pub schema: pg_sys::Oid,
     pub table: pg_sys::Oid,
     pub sequence: pg_sys::Oid,
+    /// Citus distributes the table: its rows live in shards (tables of other names, on the workers), and
+    /// this node's `idem_keys` is an empty shell that only Citus's planner knows how to reach through. The
+    /// direct path, which writes the relation it opens, must not run; SQL statements do, and Citus routes them.
+    pub distributed: bool,
 }
 
 thread_local! {
@@ -54,6 +58,7 @@ pub fn names() -> Option<Names> {
             schema,
             table,
             sequence,
+            distributed: distributed_by_citus(table),
         };
         NAMES.set(Some(names));
         Some(names)
@@ -82,6 +87,51 @@ unsafe extern "C-unwind" fn forget_names(_arg: pg_sys::Datum, relid: pg_sys::Oid
         if relid == pg_sys::InvalidOid || relid == names.table || relid == names.sequence {
             forget();
         }
+    }
+}
+
+/// Whether Citus's metadata lists `table` as one of its tables (a row in `pg_dist_partition`), on the
+/// coordinator or on a worker. Citus invalidates the table's relcache entry when it adds that row, so the
+/// cached names are looked up again then. Without Citus in this database, one syscache lookup.
+///
+/// # Safety
+/// Inside a transaction.
+unsafe fn distributed_by_citus(table: pg_sys::Oid) -> bool {
+    unsafe {
+        if pg_sys::get_extension_oid(c"citus".as_ptr(), true) == pg_sys::InvalidOid {
+            return false;
+        }
+        let partitions = pg_sys::get_relname_relid(
+            c"pg_dist_partition".as_ptr(),
+            pg_sys::Oid::from(pg_sys::PG_CATALOG_NAMESPACE),
+        );
+        if partitions == pg_sys::InvalidOid {
+            return false;
+        }
+        let lock = pg_sys::AccessShareLock as pg_sys::LOCKMODE;
+        let catalog = pg_sys::table_open(partitions, lock);
+        let mut key = pg_sys::ScanKeyData::default();
+        // pg_dist_partition.logicalrelid, its first column (a regclass, compared as an oid)
+        pg_sys::ScanKeyInit(
+            &mut key,
+            1,
+            pg_sys::BTEqualStrategyNumber as pg_sys::StrategyNumber,
+            pg_sys::Oid::from(pg_sys::F_OIDEQ),
+            pg_sys::Datum::from(table),
+        );
+        // A heap scan: the catalog has a row per Citus table, and this runs once per backend.
+        let scan = pg_sys::systable_beginscan(
+            catalog,
+            pg_sys::InvalidOid,
+            false,
+            ptr::null_mut(),
+            1,
+            &mut key,
+        );
+        let found = !pg_sys::systable_getnext(scan).is_null();
+        pg_sys::systable_endscan(scan);
+        pg_sys::table_close(catalog, lock);
+        found
     }
 }
 

@@ -19,6 +19,7 @@ use pgrx::prelude::*;
 mod api;
 mod args;
 mod catalog;
+mod citus;
 mod compat;
 mod direct;
 mod error;

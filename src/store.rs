@@ -76,8 +76,13 @@ pub enum Stmt {
     Claim,
     /// Read the row with a fresh snapshot, when `Claim` lost a race to a row committed after its snapshot.
     Reread,
+    /// `Claim`'s insert alone, for a table Citus distributes (claim.rs says why): the row it inserted, or
+    /// none on a conflict, after which the claim reads the row.
+    Insert,
     /// Take over a key whose answer expired or whose owner's lease ran out. The WHERE clause is re-checked on
-    /// the newest row version (EvalPlanQual), so of two racing recoverers exactly one gets a row back.
+    /// the newest row version (EvalPlanQual), so of two racing recoverers exactly one gets a row back. $6 is
+    /// the new token, drawn by `NextToken` first: Citus refuses a volatile function inside an UPDATE of a
+    /// distributed table, and a takeover is rare enough for the second statement.
     Takeover,
     /// Store the answer if the token still owns the unfinished key.
     Finish,
@@ -91,13 +96,15 @@ pub enum Stmt {
     Owner,
     /// Read a key for idem_lookup.
     Lookup,
+    /// A new fencing token, for `Takeover`.
+    NextToken,
     /// Delete one batch of finished keys past retention.
     SweepFinished,
     /// Delete one batch of unfinished keys abandoned past idem_keys.abandon_after.
     SweepAbandoned,
 }
 
-const STMT_COUNT: usize = 11;
+const STMT_COUNT: usize = 13;
 
 const TEXT: PgOid = PgOid::BuiltIn(pg_sys::BuiltinOid::TEXTOID);
 const BYTEA: PgOid = PgOid::BuiltIn(pg_sys::BuiltinOid::BYTEAOID);
@@ -124,6 +131,13 @@ impl Stmt {
                 " FROM idem_keys k
                    WHERE k.scope = $1 AND k.key = $2 AND NOT EXISTS (SELECT FROM inserted)"
             ),
+            Stmt::Insert => {
+                "INSERT INTO idem_keys AS k (scope, key, fingerprint, token, attempt, created_at, claimed_at, lease_ends_at)
+                 VALUES ($1, $2, $3, pg_catalog.nextval('idem_keys_token_seq'), 1, $4, $4, $5)
+                 ON CONFLICT (scope, key) DO NOTHING
+                 RETURNING true, k.token, 1, true, false, $5, NULL::timestamptz, NULL::int4, NULL::jsonb,
+                           NULL::bytea, NULL::jsonb, $4, NULL::text, NULL::jsonb"
+            }
             Stmt::Reread => concat!(
                 "SELECT false, ",
                 key_columns!(),
@@ -131,7 +145,7 @@ impl Stmt {
             ),
             Stmt::Takeover => concat!(
                 "UPDATE idem_keys AS k SET
-                   token = pg_catalog.nextval('idem_keys_token_seq'),
+                   token = $6,
                    attempt = CASE WHEN k.finished_at IS NULL THEN k.attempt + 1 ELSE 1 END,
                    created_at = CASE WHEN k.finished_at IS NULL THEN k.created_at ELSE $4 END,
                    fingerprint = $3, claimed_at = $4, lease_ends_at = $5, finished_at = NULL, expires_at = NULL,
@@ -173,6 +187,7 @@ impl Stmt {
                    FROM idem_keys
                   WHERE scope = $1 AND key = $2 AND (finished_at IS NULL OR expires_at > $3)"
             }
+            Stmt::NextToken => "SELECT pg_catalog.nextval('idem_keys_token_seq')",
             Stmt::SweepFinished => sweep_statement!("NOT NULL", "expires_at"),
             Stmt::SweepAbandoned => sweep_statement!("NULL", "lease_ends_at"),
         }
@@ -180,8 +195,12 @@ impl Stmt {
 
     fn arg_types(self) -> &'static [PgOid] {
         match self {
-            // Reread shares Claim's parameter list (it ignores the last two) so a claim binds them once.
-            Stmt::Claim | Stmt::Reread | Stmt::Takeover => &[TEXT, TEXT, BYTEA, TSTZ, TSTZ],
+            // Claim and Reread share Takeover's parameter list (ignoring what they do not use) so a claim
+            // binds them once.
+            Stmt::Claim | Stmt::Insert | Stmt::Reread | Stmt::Takeover => {
+                &[TEXT, TEXT, BYTEA, TSTZ, TSTZ, INT8]
+            }
+            Stmt::NextToken => &[],
             Stmt::Finish | Stmt::FinishCheck => {
                 &[TEXT, TEXT, INT8, TSTZ, TSTZ, INT4, JSONB, BYTEA, JSONB]
             }
@@ -224,6 +243,30 @@ pub fn run<'conn>(
             .unwrap_or_else(|e| spi_failed(e))
             .first()
     })
+}
+
+/// `run` for a sweep statement against one shard of a table Citus distributes (citus.rs): the same text with
+/// the shard's name (quoted, from `citus::local_shards`) in place of the table's, planned for this call only.
+pub fn run_on_shard<'conn>(
+    client: &SpiClient<'conn>,
+    stmt: Stmt,
+    shard: &str,
+    args: &[DatumWithOid<'_>],
+) -> SpiTupleTable<'conn> {
+    assert!(
+        matches!(stmt, Stmt::SweepFinished | Stmt::SweepAbandoned),
+        "only the sweep runs on shards by name"
+    );
+    let sql = stmt
+        .sql()
+        .replace("FROM idem_keys", &format!("FROM {shard}"));
+    let plan = client
+        .prepare_mut(sql.as_str(), stmt.arg_types())
+        .unwrap_or_else(|e| spi_failed(e));
+    client
+        .select(&plan, None, args)
+        .unwrap_or_else(|e| spi_failed(e))
+        .first()
 }
 
 /// SPI errors that are not PostgreSQL ERRORs (those unwind by themselves) mean a bug in this file.
@@ -327,6 +370,10 @@ pub fn bytes(value: &[u8]) -> DatumWithOid<'_> {
 }
 
 pub fn int8(value: i64) -> DatumWithOid<'static> {
+    value.into()
+}
+
+pub fn oid(value: pg_sys::Oid) -> DatumWithOid<'static> {
     value.into()
 }
 

@@ -74,10 +74,14 @@ fn claim(
     let lease_micros = args::duration_micros("lease", lease, crate::guc::lease_micros);
     let mut now = store::clock_now();
     let deadline = now.saturating_add(args::wait_micros(wait));
-    let mut first = Stmt::Claim;
+    // On a table Citus distributes, a read first and a plain insert after (`Stmt::Insert`): Citus runs
+    // single-statement reads and writes of one scope straight on the shard, but plans the `Claim` statement's
+    // CTE in steps through intermediate results (a replay 8 times slower, docs/scale-out.md).
+    let citus = crate::catalog::names().is_some_and(|names| names.distributed);
+    let mut first = if citus { Stmt::Reread } else { Stmt::Claim };
     let mut poll = POLL_FIRST_MICROS;
     loop {
-        match attempt(scope, key, fingerprint, now, lease_micros, first) {
+        match attempt(scope, key, fingerprint, now, lease_micros, first, citus) {
             Attempt::Done(fields) => {
                 // A stored answer (or a mismatch with one) is final for the client: serve it only once a
                 // failover can no longer take it away.
@@ -125,6 +129,7 @@ fn attempt(
     now: i64,
     lease_micros: i64,
     mut first: Stmt,
+    citus: bool,
 ) -> Attempt {
     let lease_ends_at = now.saturating_add(lease_micros);
     if direct::applies() {
@@ -158,12 +163,13 @@ fn attempt(
             None => {}
         }
     }
-    let params = [
+    let mut params = [
         store::text(scope),
         store::text(key),
         store::bytes(fingerprint),
         store::timestamptz(now),
         store::timestamptz(lease_ends_at),
+        store::int8(0), // a takeover's new token, drawn just before it
     ];
     store::with_spi(|client| {
         let mut stmt = first;
@@ -181,12 +187,18 @@ fn attempt(
                 }
             }
             read |= matches!(stmt, Stmt::Reread);
+            if matches!(stmt, Stmt::Takeover) {
+                let drawn = store::run(client, Stmt::NextToken, &[]);
+                params[5] = store::int8(store::value::<i64>(&drawn, 1).unwrap_or_default());
+            }
             let row = store::first_key_row(&store::run(client, stmt, &params));
             match row.map(|row| decide(row, now)) {
                 Some(Decision::Answer(fields)) => return Attempt::Done(fields),
                 // `Claim` read the row with the snapshot it started with; if the owner finished (or released)
                 // while the insert waited on the row, only a fresh read sees it. Confirm before answering 409.
-                Some(Decision::Busy(_, _)) if matches!(stmt, Stmt::Claim) => stmt = Stmt::Reread,
+                Some(Decision::Busy(_, _)) if matches!(stmt, Stmt::Claim | Stmt::Insert) => {
+                    stmt = Stmt::Reread
+                }
                 Some(Decision::Busy(fields, lease_ends_at)) => {
                     return Attempt::Busy(fields, lease_ends_at)
                 }
@@ -194,7 +206,8 @@ fn attempt(
                 Some(Decision::TakeOver) => stmt = Stmt::Takeover,
                 // The row we conflicted with was committed after our snapshot, or deleted (release, sweep)
                 // since: read again with a fresh snapshot, or insert again if it is gone.
-                None if matches!(stmt, Stmt::Claim) => stmt = Stmt::Reread,
+                None if matches!(stmt, Stmt::Claim | Stmt::Insert) => stmt = Stmt::Reread,
+                None if citus => stmt = Stmt::Insert,
                 None => stmt = Stmt::Claim,
             }
         }

@@ -19,8 +19,10 @@ fn idem_lookup(
 ) -> Option<IdemResult> {
     let (scope, key) = args::scope_and_key("idem_lookup", scope, key);
     let now = store::clock_now();
-    // SAFETY: a plain read of the backend's transaction state.
-    let parallel = unsafe { pg_sys::IsInParallelMode() };
+    // SAFETY: a plain read of the backend's transaction state. (On a table Citus distributes, the direct
+    // read would find the empty shell, not the shard: the statement runs, or says why it cannot.)
+    let parallel = unsafe { pg_sys::IsInParallelMode() }
+        && !crate::catalog::names().is_some_and(|names| names.distributed);
     let read_directly = (parallel || direct::applies_to_reads())
         .then(|| direct::lookup(scope, key, parallel))
         .flatten();

@@ -115,6 +115,46 @@ impl Sweep {
     }
 }
 
+/// On a node of a Citus cluster: a batch over each shard of the table this node holds (citus.rs), so that
+/// every worker's sweep (its background worker, or pg_cron there) removes the expired rows it stores, and a
+/// node holding no shard (the coordinator) removes nothing. Each batch starts at the oldest row: the cursor
+/// names a place in one table, and the shards are many. In one transaction (`idem_sweep`) each shard's rows
+/// go in one statement per kind, so a sweep never steps over its own deleted rows batch after batch; a
+/// sweep that commits each batch (`idem_sweep_paced`) deletes at most `batch_size` rows per shard and kind.
+fn shards_batch(
+    client: &pgrx::spi::SpiClient<'_>,
+    table: pg_sys::Oid,
+    (now, abandoned_before): (i64, i64),
+    batch_size: i32,
+    one_transaction: bool,
+) -> Batch {
+    let max_rows = (!one_transaction).then_some(batch_size);
+    let delete = |shard: &str, stmt, before| {
+        let args = [
+            store::timestamptz(before),
+            store::raw(max_rows.map(pg_sys::Datum::from), pg_sys::INT4OID),
+            store::timestamptz(i64::MIN), // -infinity
+        ];
+        let gone = store::run_on_shard(client, stmt, shard, &args);
+        store::value::<i64>(&gone, 1).unwrap_or_default()
+    };
+    let (mut finished, mut abandoned, mut full) = (0, 0, false);
+    for shard in crate::citus::local_shards(client, table) {
+        let shard_finished = delete(&shard, Stmt::SweepFinished, now);
+        let shard_abandoned = delete(&shard, Stmt::SweepAbandoned, abandoned_before);
+        full |= max_rows.is_some_and(|limit| shard_finished.max(shard_abandoned) >= limit as i64);
+        finished += shard_finished;
+        abandoned += shard_abandoned;
+    }
+    Batch {
+        finished,
+        abandoned,
+        full,
+        micros: store::clock_now() - now,
+        next: SweepCursor::default(),
+    }
+}
+
 struct Batch {
     finished: i64,
     abandoned: i64,
@@ -151,7 +191,14 @@ fn sweep_batch(batch_size: i32, from: SweepCursor, take_ties: bool) -> Batch {
     let now = store::clock_now();
     let abandoned_before = now.saturating_sub(crate::guc::abandon_after_micros());
     let limit = batch_size as i64;
+    let citus_table = crate::catalog::names()
+        .filter(|names| names.distributed)
+        .map(|names| names.table);
     store::with_spi(|client| {
+        if let Some(table) = citus_table {
+            let befores = (now, abandoned_before);
+            return shards_batch(client, table, befores, batch_size, take_ties);
+        }
         // (rows deleted, the latest timestamp among them or `from` when none); `max_rows` None: every row
         let delete = |stmt, before, from: i64, max_rows: Option<i32>| {
             let gone = store::run(

@@ -62,12 +62,14 @@ pub fn applies() -> bool {
     applies_to_reads() && unsafe { !pg_sys::XactReadOnly }
 }
 
-/// Whether the direct path may read: switched on, and READ COMMITTED (each read may take a fresh snapshot;
-/// READ UNCOMMITTED is the same level in PostgreSQL).
+/// Whether the direct path may read: switched on, READ COMMITTED (each read may take a fresh snapshot;
+/// READ UNCOMMITTED is the same level in PostgreSQL), and the table not distributed by Citus (its rows are in
+/// shards, which only statements reach: `catalog::Names::distributed`).
 pub fn applies_to_reads() -> bool {
     // SAFETY: a plain read of the backend's transaction state.
     crate::guc::direct_path()
         && unsafe { pg_sys::XactIsoLevel <= pg_sys::XACT_READ_COMMITTED as i32 }
+        && !crate::catalog::names().is_some_and(|names| names.distributed)
 }
 
 /// Opens the table, or says at DEBUG1 why the call goes to SPI (`SET client_min_messages = debug1` shows it).
