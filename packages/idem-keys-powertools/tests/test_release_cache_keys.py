@@ -183,6 +183,9 @@ def test_with_a_lambda_context_the_lease_option_is_not_used(pool: ConnectionPool
 
     @idempotent(persistence_store=layer, config=IdempotencyConfig(event_key_jmespath="order_id"))
     def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        # A few milliseconds of work first: the shortest lease (1 ms) is then surely over when it looks, and a
+        # lease of the option's 7 s surely not.
+        time.sleep(0.005)
         seen[event["order_id"]] = lookup(pool, scope, layer._get_hashed_idempotency_key(event) or "")[3]
         return {}
 
