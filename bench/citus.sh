@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# The hop to the keys on more than one machine, in one run with interleaved rounds: claim + finish of a new key
-# and the replay of a finished one, made
+# The hop to the keys on more than one machine, in one run with interleaved rounds: claim + finish of a new key,
+# the replay of a finished one, and a call of a function that does nothing (the hop alone), made
 #   - on one server with idem_keys (direct, the baseline),
 #   - through a Citus coordinator with two workers (scripts/citus.sh: the verbs delegated to the scope's worker),
 #   - through a PL/Proxy router with two partitions (idem_keys_proxy),
 # each as a ratio to direct. Everything on this machine: loopback TCP between nodes, the same settings.
-#   bash bench/citus.sh            BENCH_SECONDS (10), BENCH_ROUNDS (3), BENCH_CLIENTS ("1 8"), BENCH_KEYS (100000)
+#   bash bench/citus.sh            BENCH_SECONDS (10), BENCH_ROUNDS (3), BENCH_CLIENTS ("1 8"), BENCH_KEYS (100000),
+#                                  BENCH_CITUS_SETTING (below)
 #   bash bench/citus.sh --smoke    2 s, 1 round, 1 and 4 clients, 2000 keys: that it runs, not a measurement
 # Needs PostgreSQL 16-18 with idem_keys, Citus (scripts/citus.sh ensure), idem_keys_proxy and plproxy installed.
 # Prints one line per round and a table of medians.
@@ -24,10 +25,15 @@ cleanup() {
 }
 trap cleanup EXIT
 on() { local p=$1; shift; psql -X -q -At -h 127.0.0.1 -p "$p" -U postgres -v ON_ERROR_STOP=1 "$@"; }
-# The same settings everywhere: what scripts/citus.sh gives its nodes, the sweeper off (it would only add noise).
-settings=("max_connections = 100" "idem_keys.sweep_enabled = off" "shared_buffers = 512MB" "max_wal_size = 4GB")
+# The same settings everywhere: what scripts/citus.sh gives its nodes, the sweeper off (it would only add noise),
+# and synchronous_commit off on every server: the one-server baseline runs with it off (PGOPTIONS below), and a
+# session setting does not travel with a call that Citus or PL/Proxy sends to another node.
+settings=("max_connections = 100" "idem_keys.sweep_enabled = off" "shared_buffers = 512MB" "max_wal_size = 4GB"
+          "synchronous_commit = off")
 
-CITUS_SETTINGS=$(printf '%s\n' "${settings[@]}") bash scripts/citus.sh start "$work/citus" "$port" >/dev/null
+# BENCH_CITUS_SETTING: one more line for the Citus nodes only ("idem_keys.direct_path = off" measures the verbs'
+# statements routed by Citus on the worker, as before the direct path wrote the shard).
+CITUS_SETTINGS=$(printf '%s\n' "${settings[@]}" "${BENCH_CITUS_SETTING:-}") bash scripts/citus.sh start "$work/citus" "$port" >/dev/null
 bash scripts/cluster.sh start "$work/direct" $((port + 5)) "shared_preload_libraries = 'idem_keys'" "${settings[@]}"
 on $((port + 5)) -d postgres -c "CREATE DATABASE idem" -c "\\c idem" -c "CREATE EXTENSION idem_keys"
 for i in 0 1; do
@@ -52,23 +58,28 @@ SQL
 }
 for p in $((port + 5)) "$port" $((port + 6)); do fill "$p"; done
 
+# The hop alone: a function that does nothing, called the same way, routed the same way (Citus: delegated to
+# the scope's worker; PL/Proxy: run on the scope's partition). No call through a hop can be faster than it.
+noop="CREATE FUNCTION bench_hop(scope text) RETURNS int LANGUAGE plpgsql AS 'BEGIN RETURN 1; END'"
+for p in $((port + 5)) "$port" $((port + 7)) $((port + 8)); do on "$p" -d idem -c "$noop"; done
+on "$port" -d idem -c "SELECT create_distributed_function('bench_hop(text)', 'scope', colocate_with => 'idem_keys')" >/dev/null
+on $((port + 6)) -d idem -c "CREATE FUNCTION bench_hop(scope text) RETURNS int LANGUAGE plproxy AS
+  \$\$ CLUSTER 'idem_keys_cluster'; RUN ON hashtext(scope); \$\$"
+
 # The calls as an application makes them, `SELECT … FROM verb(…)` with the scope a bound parameter (Citus
 # delegates that form; docs/scale-out.md). New keys go to the same 64 scopes.
 { echo '\set key random(1, 9000000000000000000)'; echo '\set s random(0, 63)';
   sed 's/:scope/:s::text/g' bench/scripts/idem/claim.pgbench bench/scripts/idem/finish.pgbench; } >"$work/new.pgbench"
 { echo "\\set key random(1, $KEYS)"; echo '\set s :key % 64'
   echo "SELECT outcome FROM idem_claim(:s::text, :key::text, :req::jsonb);"; } >"$work/replay.pgbench"
+{ echo '\set s random(0, 63)'; echo "SELECT * FROM bench_hop(:s::text);"; } >"$work/hop.pgbench"
 run() { # PORT SCRIPT CLIENTS: prints tps
-  local out
-  out=$(PGOPTIONS="-c synchronous_commit=off" "$PGBENCH" -n -M prepared -h 127.0.0.1 -p "$1" -U postgres -c "$3" \
-    -j $(($3 < 2 ? $3 : 2)) -T "$SECONDS_PER" -f "$work/$2.pgbench" -D req="$BODY" -D resp="$RESP" -D hdrs="$HDRS" idem 2>&1)
-  grep -q '^number of failed transactions: 0 ' <<<"$out" || { echo "$out" >&2; return 1; }
-  sed -n 's/^tps = \([0-9.]*\) (without initial connection time)$/\1/p' <<<"$out"
+  pgbench_tps 127.0.0.1 "$1" "$3" idem -T "$SECONDS_PER" -f "$work/$2.pgbench" -D req="$BODY" -D resp="$RESP" -D hdrs="$HDRS"
 }
 results=$work/results.tsv
 for c in $CLIENTS; do
   for ((r = 1; r <= ROUNDS; r++)); do
-    for w in new replay; do
+    for w in new replay hop; do
       direct=$(run $((port + 5)) "$w" "$c")
       citus=$(run "$port" "$w" "$c")
       routed=$(run $((port + 6)) "$w" "$c")
@@ -77,14 +88,4 @@ for c in $CLIENTS; do
     done
   done
 done
-python3 - "$results" <<'PY'
-import statistics, sys
-rows = [l.split("\t") for l in open(sys.argv[1]).read().split("\n") if l]
-print("\n| workload | clients | direct tps | Citus tps | Citus ÷ direct | PL/Proxy tps | PL/Proxy ÷ direct |")
-print("|---|---|---|---|---|---|---|")
-for w, c in sorted({(r[0], int(r[1])) for r in rows}, key=lambda k: (k[0] != "new", k[1])):
-    med = lambda i: statistics.median(float(r[i]) for r in rows if (r[0], int(r[1])) == (w, c))
-    d, ci, p = med(2), med(3), med(4)
-    name = {"new": "claim + finish, new key", "replay": "replay"}[w]
-    print(f"| {name} | {c} | {d:,.0f} | {ci:,.0f} | {ci / d:.2f}× | {p:,.0f} | {p / d:.2f}× |")
-PY
+python3 bench/medians.py "$results" "one server" Citus PL/Proxy

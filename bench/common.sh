@@ -86,3 +86,15 @@ read_script() {
   esac
   printf '%s\n%s\n' "\\set key random(1, $2)" "$call" >"$3"
 }
+
+# pgbench_tps HOST PORT CLIENTS DATABASE PGBENCH_ARG...: one pgbench run as the hop benchmarks make it (prepared
+# statements, synchronous_commit off in its sessions, up to 2 threads); prints its tps, or its whole output and
+# fails when a transaction failed.
+pgbench_tps() {
+  local host=$1 port=$2 clients=$3 db=$4 out
+  shift 4
+  out=$(PGOPTIONS="-c synchronous_commit=off" "$PGBENCH" -n -M prepared -h "$host" -p "$port" -U postgres \
+    -c "$clients" -j $((clients < 2 ? clients : 2)) "$@" "$db" 2>&1)
+  grep -q '^number of failed transactions: 0 ' <<<"$out" || { echo "$out" >&2; return 1; }
+  sed -n 's/^tps = \([0-9.]*\) (without initial connection time)$/\1/p' <<<"$out"
+}

@@ -41,11 +41,8 @@ fill "$work/p0" $((port + 1)) fin0
 { echo '\set key random(1, 9000000000000000000)'; cat bench/scripts/idem/claim.pgbench bench/scripts/idem/finish.pgbench; } >"$work/new.pgbench"
 { echo "\\set key random(1, $KEYS)"; echo "SELECT (idem_claim(:rscope, :key::text, :req::jsonb)).outcome;"; } >"$work/replay.pgbench"
 run() { # DIR PORT SCRIPT CLIENTS REPLAY_SCOPE: prints tps
-  local out
-  out=$(PGOPTIONS="-c synchronous_commit=off" "$PGBENCH" -n -M prepared -h "$1" -p "$2" -U postgres -c "$4" -j $(($4 < 2 ? $4 : 2)) \
-    -T "$SECONDS_PER" -f "$work/$3.pgbench" -D scope=new -D rscope="$5" -D req="$BODY" -D resp="$RESP" -D hdrs="$HDRS" postgres 2>&1)
-  grep -q '^number of failed transactions: 0 ' <<<"$out" || { echo "$out" >&2; return 1; }
-  sed -n 's/^tps = \([0-9.]*\) (without initial connection time)$/\1/p' <<<"$out"
+  pgbench_tps "$1" "$2" "$4" postgres -T "$SECONDS_PER" -f "$work/$3.pgbench" -D scope=new -D rscope="$5" \
+    -D req="$BODY" -D resp="$RESP" -D hdrs="$HDRS"
 }
 results=$work/results.tsv
 for c in $CLIENTS; do
@@ -58,14 +55,4 @@ for c in $CLIENTS; do
     done
   done
 done
-python3 - "$results" <<'PY'
-import statistics, sys
-rows = [l.split("\t") for l in open(sys.argv[1]).read().split("\n") if l]
-print("\n| workload | clients | direct tps | through the router tps | router ÷ direct |")
-print("|---|---|---|---|---|")
-for w, c in sorted({(r[0], int(r[1])) for r in rows}, key=lambda k: (k[0] != "new", k[1])):
-    med = lambda i: statistics.median(float(r[i]) for r in rows if (r[0], int(r[1])) == (w, c))
-    d, t = med(2), med(3)
-    name = {"new": "claim + finish, new key", "replay": "replay"}[w]
-    print(f"| {name} | {c} | {d:,.0f} | {t:,.0f} | {t / d:.2f}× |")
-PY
+python3 bench/medians.py "$results" direct "through the router"

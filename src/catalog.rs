@@ -23,7 +23,8 @@ pub struct Names {
     pub sequence: pg_sys::Oid,
     /// Citus distributes the table: its rows live in shards (tables of other names, on the workers), and
     /// this node's `idem_keys` is an empty shell that only Citus's planner knows how to reach through. The
-    /// direct path, which writes the relation it opens, must not run; SQL statements do, and Citus routes them.
+    /// direct path opens the scope's shard instead, when this node holds it (`citus::local_shard`); else SQL
+    /// statements run, and Citus routes them.
     pub distributed: bool,
 }
 

@@ -1,4 +1,5 @@
-# Shared by the shell test suites (crash, worker, lifecycle, failover, scaleout): source it after setting `suite`.
+# Shared by the shell test suites (crash, worker, lifecycle, failover, scaleout, portable, citus): source it after
+# setting `suite`.
 # sql_at DIR PORT ARGS...: psql against the throwaway cluster in DIR, quiet, unaligned, stopping on error.
 sql_at() { local dir=$1 port=$2; shift 2; psql -X -q -At -v ON_ERROR_STOP=1 -h "$dir" -p "$port" -U postgres "$@"; }
 fail() { echo "$suite: FAILED: $*" >&2; exit 1; }
@@ -52,3 +53,29 @@ edition_databases() {
 # stop_child PID: ends a background child of this shell (a storm a failed check left running) and reaps it;
 # nothing if PID is empty.
 stop_child() { [ -z "$1" ] || { kill -TERM "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }; }
+# run_goldens TOOL SUITE TEST...: pg_regress (TOOL regress) or pg_isolation_regress (isolation) against an
+# existing database, as the superuser the extension's own runs use (some tests SET ROLE to roles they create),
+# compared with SUITE/expected: the database GOLDENS_DB at GOLDENS_HOST:GOLDENS_PORT, scratch files under
+# GOLDENS_SCRATCH. With BLESS set, the results replace SUITE/expected when SUITE is GOLDENS_BLESSABLE (golden
+# files of this suite alone); fails the suite with the differences otherwise.
+run_goldens() {
+  local tool=$1 suite=$2 scratch status=0 pgxs_test; shift 2
+  pgxs_test=$("$PG_CONFIG" --pkglibdir)/pgxs/src/test
+  scratch=$(mktemp -d "$GOLDENS_SCRATCH/goldens.XXXXXX")
+  cp -r "$suite"/. "$scratch"/
+  rm -rf "$scratch/results"
+  mkdir -p "$scratch/expected"
+  for t in "$@"; do touch "$scratch/expected/$t.out"; done
+  chown -R postgres: "$scratch"
+  local runner="$pgxs_test/regress/pg_regress"
+  [ "$tool" = isolation ] && runner="$pgxs_test/isolation/pg_isolation_regress"
+  sudo -u postgres env -u RUST_BACKTRACE "$runner" --use-existing --host="$GOLDENS_HOST" --port="$GOLDENS_PORT" \
+    --user=postgres --dbname="$GOLDENS_DB" --bindir="$("$PG_CONFIG" --bindir)" --inputdir="$scratch" \
+    --outputdir="$scratch" "$@" || status=$?
+  if [ -n "${BLESS:-}" ] && [ "$suite" = "${GOLDENS_BLESSABLE:-}" ]; then
+    cp "$scratch"/results/*.out "$suite/expected/"
+    echo "blessed: $suite/expected (review with git diff)"
+    return 0
+  fi
+  [ $status -eq 0 ] || { head -200 "$scratch/regression.diffs"; fail "$tool goldens of $suite differ (above)"; }
+}

@@ -19,8 +19,9 @@ fn idem_lookup(
 ) -> Option<IdemResult> {
     let (scope, key) = args::scope_and_key("idem_lookup", scope, key);
     let now = store::clock_now();
-    // SAFETY: a plain read of the backend's transaction state. (On a table Citus distributes, the direct
-    // read would find the empty shell, not the shard: the statement runs, or says why it cannot.)
+    // SAFETY: a plain read of the backend's transaction state. (On a table Citus distributes, finding the
+    // scope's shard reads Citus's metadata and takes its lock, neither of which a parallel worker may do:
+    // outside a parallel query the direct read finds the shard when it is on this node.)
     let parallel = unsafe { pg_sys::IsInParallelMode() }
         && !crate::catalog::names().is_some_and(|names| names.distributed);
     let read_directly = (parallel || direct::applies_to_reads())

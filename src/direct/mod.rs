@@ -62,22 +62,20 @@ pub fn applies() -> bool {
     applies_to_reads() && unsafe { !pg_sys::XactReadOnly }
 }
 
-/// Whether the direct path may read: switched on, READ COMMITTED (each read may take a fresh snapshot;
-/// READ UNCOMMITTED is the same level in PostgreSQL), and the table not distributed by Citus (its rows are in
-/// shards, which only statements reach: `catalog::Names::distributed`).
+/// Whether the direct path may read: switched on, and READ COMMITTED (each read may take a fresh snapshot;
+/// READ UNCOMMITTED is the same level in PostgreSQL). On a table Citus distributes, whether the scope's shard
+/// is here is for `shape::open_relation` to say, per call.
 pub fn applies_to_reads() -> bool {
     // SAFETY: a plain read of the backend's transaction state.
-    crate::guc::direct_path()
-        && unsafe { pg_sys::XactIsoLevel <= pg_sys::XACT_READ_COMMITTED as i32 }
-        && !crate::catalog::names().is_some_and(|names| names.distributed)
+    crate::guc::direct_path() && unsafe { pg_sys::XactIsoLevel <= pg_sys::XACT_READ_COMMITTED as i32 }
 }
 
 /// Opens the table, or says at DEBUG1 why the call goes to SPI (`SET client_min_messages = debug1` shows it).
 ///
 /// # Safety
 /// As for `Table::open`: inside a transaction, and the table is closed before the call returns.
-unsafe fn open(speculative: bool, updated_columns: &[usize]) -> Option<Table> {
-    or_declined(unsafe { Table::open(speculative, updated_columns) })
+unsafe fn open(scope: &str, speculative: bool, updated_columns: &[usize]) -> Option<Table> {
+    or_declined(unsafe { Table::open(scope, speculative, updated_columns) })
 }
 
 /// The opened table (or reader), or None after the DEBUG1 line that says why the call goes to SPI.
@@ -107,7 +105,7 @@ pub fn claim(
     // SAFETY: runs in a transaction, inside a function call; every pointer below comes from PostgreSQL and
     // lives until `close` (or transaction abort).
     unsafe {
-        let table = open(true, &[])?;
+        let table = open(scope, true, &[])?;
         let desc = (*table.rel).rd_att;
         let new = pg_sys::MakeSingleTupleTableSlot(desc, &raw const pg_sys::TTSOpsVirtual);
         let found = pg_sys::table_slot_create(table.rel, ptr::null_mut());
@@ -156,7 +154,7 @@ pub fn claim(
 pub fn probe(scope: &str, key: &str, fingerprint: &[u8]) -> Option<Option<KeyRow>> {
     // SAFETY: in a transaction, inside a function call; the reader and the slot are released before return.
     unsafe {
-        let reader = Reader::open(pg_sys::RowExclusiveLock as pg_sys::LOCKMODE).ok()?;
+        let reader = Reader::open(scope, pg_sys::RowExclusiveLock as pg_sys::LOCKMODE).ok()?;
         // As SPI does before each statement: rows this command wrote so far become visible to our read.
         pg_sys::CommandCounterIncrement();
         let row = read(
@@ -188,7 +186,7 @@ pub fn lookup(scope: &str, key: &str, parallel: bool) -> Option<Option<KeyRow>> 
             return None;
         }
         let wrote = pg_sys::GetCurrentTransactionIdIfAny() != pg_sys::InvalidTransactionId;
-        let reader = or_declined(Reader::open(pg_sys::AccessShareLock as pg_sys::LOCKMODE))?;
+        let reader = or_declined(Reader::open(scope, pg_sys::AccessShareLock as pg_sys::LOCKMODE))?;
         let snapshot = if wrote && !parallel {
             pg_sys::CommandCounterIncrement();
             pg_sys::GetLatestSnapshot()
@@ -242,7 +240,7 @@ pub struct Finish {
 pub fn finish(scope: &str, key: &str, answer: &Finish) -> Option<bool> {
     // SAFETY: as in `claim`.
     unsafe {
-        let table = open(false, &FINISH_COLUMNS)?;
+        let table = open(scope, false, &FINISH_COLUMNS)?;
         let desc = (*table.rel).rd_att;
         let old = pg_sys::table_slot_create(table.rel, ptr::null_mut());
         let new = pg_sys::MakeSingleTupleTableSlot(desc, &raw const pg_sys::TTSOpsVirtual);

@@ -21,10 +21,10 @@ pub struct Reader {
 impl Reader {
     /// # Safety
     /// Inside a transaction, in a function call; the result must be closed (or the transaction aborted).
-    pub unsafe fn open(lock: pg_sys::LOCKMODE) -> Result<Reader, Decline> {
+    pub unsafe fn open(scope: &str, lock: pg_sys::LOCKMODE) -> Result<Reader, Decline> {
         unsafe {
-            let (rel, _, generation) = open_relation(lock)?;
-            let verified = match verified_in(generation) {
+            let (rel, _, generation) = open_relation(scope, lock)?;
+            let verified = match verified_in(generation, (*rel).rd_id) {
                 Some(found) => Ok(found),
                 None => check_table(rel).and_then(|()| verify_indexes(rel, lock)),
             };
@@ -89,7 +89,7 @@ impl Reader {
 pub fn check_read() -> Result<ReadIndex, Decline> {
     // SAFETY: opened and closed inside the calling transaction.
     unsafe {
-        Reader::open(pg_sys::AccessShareLock as pg_sys::LOCKMODE).map(|reader| {
+        Reader::open("", pg_sys::AccessShareLock as pg_sys::LOCKMODE).map(|reader| {
             let kind = reader.kind();
             reader.close();
             kind

@@ -19,6 +19,10 @@ pub enum Decline {
     /// The extension's table is not there (SPI raises the proper error), or was dropped or changed while
     /// it was being opened.
     NotFound,
+    /// Citus distributes the table and the scope's shard is not on this node (the coordinator holds none;
+    /// a move took it away), or this call runs inside a transaction block, where Citus must see every
+    /// access to a shard: the statement runs and Citus routes it.
+    Elsewhere,
     /// Not a plain heap table: a partition, a view, a table with inheritance children (relhassubclass,
     /// which PostgreSQL clears only at the next VACUUM or ANALYZE after the last child is dropped).
     NotPlainTable,
@@ -46,6 +50,8 @@ pub enum Decline {
 #[derive(Clone, Copy)]
 struct Verified {
     generation: u64,
+    /// The table checked: the extension's, or on a Citus worker the shard the call writes.
+    table: pg_sys::Oid,
     user: pg_sys::Oid,
     read_by: pg_sys::Oid,
     kind: ReadIndex,
@@ -55,28 +61,44 @@ thread_local! {
     static VERIFIED: Cell<Option<Verified>> = const { Cell::new(None) };
 }
 
-/// The index a reader may use alone, if a full open verified the table in relcache generation `generation`
+/// The index a reader may use alone, if a full open verified `table` in relcache generation `generation`
 /// for the current user.
-pub(super) fn verified_in(generation: u64) -> Option<(pg_sys::Oid, ReadIndex)> {
+pub(super) fn verified_in(generation: u64, table: pg_sys::Oid) -> Option<(pg_sys::Oid, ReadIndex)> {
     match VERIFIED.get() {
-        Some(v) if v.generation == generation && v.user == unsafe { pg_sys::GetUserId() } => {
+        Some(v)
+            if v.generation == generation
+                && v.table == table
+                && v.user == unsafe { pg_sys::GetUserId() } =>
+        {
             Some((v.read_by, v.kind))
         }
         _ => None,
     }
 }
 
-/// Opens the extension's table with `lock`, with the names it was found by and the relcache generation
-/// after the lock was taken.
+/// Opens the table that holds `scope`'s rows with `lock`: the extension's own, or on a node of a Citus
+/// cluster the scope's shard when this node holds it (`citus::local_shard`). With the names it was found by
+/// and the relcache generation after the lock was taken.
 ///
 /// # Safety
 /// Inside a transaction; the relation must be closed (or the transaction aborted).
 pub(super) unsafe fn open_relation(
+    scope: &str,
     lock: pg_sys::LOCKMODE,
 ) -> Result<(pg_sys::Relation, catalog::Names, u64), Decline> {
     unsafe {
         let found = catalog::names().ok_or(Decline::NotFound)?;
-        let rel = pg_sys::try_table_open(found.table, lock);
+        let table = if found.distributed {
+            // Inside a transaction block Citus may already reach this shard through a connection of its
+            // own, which would not see a write made here.
+            if pg_sys::IsTransactionBlock() {
+                return Err(Decline::Elsewhere);
+            }
+            crate::citus::local_shard(&found, scope).ok_or(Decline::Elsewhere)?
+        } else {
+            found.table
+        };
+        let rel = pg_sys::try_table_open(table, lock);
         if rel.is_null() {
             // Dropped since we looked it up (DROP EXTENSION in a concurrent session): look again next
             // time; SPI raises the usual error now.
@@ -104,6 +126,7 @@ pub(super) unsafe fn remember(generation: u64, read_by: KeyIndex) {
     unsafe {
         VERIFIED.set(Some(Verified {
             generation,
+            table: (*(*read_by.index).rd_index).indrelid,
             user: pg_sys::GetUserId(),
             read_by: (*(*read_by.index).rd_index).indexrelid,
             kind: read_by.kind,

@@ -45,11 +45,15 @@ impl Table {
     ///
     /// # Safety
     /// Inside a transaction, in a function call; the result must be closed (or the transaction aborted).
-    pub unsafe fn open(speculative: bool, updated_columns: &[usize]) -> Result<Table, Decline> {
+    pub unsafe fn open(
+        scope: &str,
+        speculative: bool,
+        updated_columns: &[usize],
+    ) -> Result<Table, Decline> {
         unsafe {
             let lock = pg_sys::RowExclusiveLock as pg_sys::LOCKMODE;
-            let (rel, found, generation) = open_relation(lock)?;
-            let relid = found.table;
+            let (rel, found, generation) = open_relation(scope, lock)?;
+            let relid = (*rel).rd_id;
             if let Err(why) = check_table(rel) {
                 pg_sys::table_close(rel, pg_sys::NoLock as pg_sys::LOCKMODE);
                 return Err(why);
@@ -325,7 +329,7 @@ impl Table {
 pub fn check() -> Result<usize, Decline> {
     // SAFETY: opened and closed inside the calling transaction.
     unsafe {
-        Table::open(true, &[]).map(|table| {
+        Table::open("", true, &[]).map(|table| {
             let arbiters = if table.arbiters.is_null() {
                 0
             } else {

@@ -193,8 +193,90 @@ def shards():
             for (index,) in indexes:
                 w.execute("SELECT bt_index_check(%s::regclass, true)", (index,))
             rows = sum(w.execute(f"SELECT count(*) FROM {name}").fetchone()[0] for name in names)
+            # Each row in the shard Citus places its scope in (the direct path hashes the scope itself).
+            astray = sum(w.execute(f"SELECT count(*) FROM {name} WHERE get_shard_id_for_distribution_column("
+                                   "'idem_keys', scope) <> %s", (int(name.rsplit('_', 1)[1]),)).fetchone()[0]
+                         for name in names)
+            check(f"every row on {w.info.port} is in the shard of its scope", rows > 0 and astray == 0, astray)
             check(f"amcheck: the shards on {w.info.port} are sound ({len(names)} shards, {len(indexes)} btree"
                   f" indexes, {rows} rows)", len(names) > 0 and bad == 0 and len(indexes) >= len(names), (names, bad))
+
+
+def direct_on_the_shard():
+    """On the scope's worker a call outside a transaction block writes and reads the shard directly (no
+    statement through Citus's planner); inside one it leaves the shard to Citus's statements. Both answer the
+    same, and the rows land in the same shard."""
+    shard, port = placement("shop")
+    with connect(worker_at(port)) as w:
+        notices = []
+        w.add_notice_handler(lambda d: notices.append(d.message_primary or ""))
+        w.execute("SET client_min_messages = debug1")
+        got = claim(w, key("direct"))
+        declined = [n for n in notices if "direct path declined" in n]
+        check("on the scope's worker, outside a transaction block: the direct path writes the shard",
+              got[0] == "claimed" and not declined and rows_in_shard("shop", key("direct")) == 1, (got, declined))
+        w.execute(FINISH, ("shop", key("direct"), got[1], 201, ANSWER, None))
+        notices.clear()
+        replay = claim(w, key("direct"))
+        check("on the scope's worker: the replay is read from the shard directly",
+              replay[0] == "replay" and bytes(replay[4]) == ANSWER
+              and not any("direct path declined" in n for n in notices), (replay[0], notices))
+        w.execute("BEGIN")
+        notices.clear()
+        got = claim(w, key("direct-block"))
+        w.execute("COMMIT")
+        check("inside a transaction block: Citus's statements write the shard (the direct path declines)",
+              got[0] == "claimed" and any("declined (Elsewhere)" in n for n in notices)
+              and rows_in_shard("shop", key("direct-block")) == 1, (got, notices[-3:]))
+
+
+def cap_app_answers(on):
+    """idem_keys.max_response_bytes at 1 kB for idem_app (on) or back to the default: for the role in the
+    extension (Citus carries ALTER ROLE … SET to every node), on every node in the portable edition."""
+    if EDITION == "extension":
+        sql = ("ALTER ROLE idem_app SET idem_keys.max_response_bytes = '1kB'" if on
+               else "ALTER ROLE idem_app RESET idem_keys.max_response_bytes")
+    else:
+        sql = ("SELECT run_command_on_all_nodes($$SELECT idem_keys_configure('idem_keys.max_response_bytes', "
+               + ("'1024'" if on else "NULL") + ")$$)")
+    with connect() as c:
+        c.execute(sql)
+
+
+def settings():
+    """idem_keys's settings apply where the call runs, the worker: set for the role or on every node, they hold;
+    a session SET on the coordinator stays there."""
+    big = b"x" * 2000
+    cap_app_answers(True)
+    try:
+        with connect(APP) as a:
+            t = claim(a, key("capped"))[1]
+            got = sqlstate(a, FINISH, ("shop", key("capped"), t, 200, big, None))
+            again = claim(a, key("capped"))[0]
+        check("a size cap set for the role (or on every node) holds on the worker: 54000, nothing stored",
+              got == "54000" and again == "in_progress", (got, again))
+    finally:
+        cap_app_answers(False)
+    if EDITION == "extension":  # the portable edition's settings are not GUCs
+        with connect() as a:  # a superuser's session: the cap is not the application's to set
+            a.execute("SET idem_keys.max_response_bytes = '1kB'")
+            t = claim(a, key("session-cap"))[1]
+            got = sqlstate(a, FINISH, ("shop", key("session-cap"), t, 200, big, None))
+        check("a session SET on the coordinator does not reach the delegated call (the worker's cap applies)",
+              got == "", got)
+
+
+def nologin_role():
+    """Citus opens a delegated call's connection to the worker as the current role: under SET ROLE to a role that
+    may not log in, the call fails with 08006 saying so (docs/errors.md), and nothing is written."""
+    with connect() as c:
+        c.execute("DO $$ BEGIN CREATE ROLE idem_nologin NOLOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$")
+        c.execute("SET ROLE idem_nologin")
+        got = error_of(c, CLAIM, ("shop", key("nologin"), BODY, None, None))
+        c.execute("RESET ROLE")
+    check("a call under SET ROLE to a NOLOGIN role: 08006, the message says the role may not log in",
+          got is not None and got[0] == "08006" and "not permitted to log in" in got[1]
+          and rows_in_shard("shop", key("nologin")) == 0, got)
 
 
 def errors():
@@ -351,7 +433,11 @@ def binding():
 
 contract()
 one_hop()
+if EDITION == "extension":  # the portable edition has no direct path
+    direct_on_the_shard()
 errors()
+settings()
+nologin_role()
 race()
 spread_and_fan_out()
 binding()

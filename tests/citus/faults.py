@@ -1,5 +1,5 @@
-"""idem_keys on Citus, run by tests/citus/run.sh after checks.py: the sweep on every worker, the token ranges,
-and a worker stopped and restarted. Prints one line per check; exits 1 if any failed.
+"""idem_keys on Citus, run by tests/citus/run.sh after checks.py: the sweep on every worker (called, by the
+background worker, by pg_cron), the token ranges, and a worker stopped and restarted. Prints one line per check; exits 1 if any failed.
 
 Usage: faults.py EDITION CLUSTER_DIR COORDINATOR_PORT
   CLUSTER_DIR       what scripts/citus.sh start made (coordinator/, worker1/, worker2/)
@@ -69,6 +69,77 @@ def sweep():
         check("sweep: the answers still in retention replay", kept == ["replay"] * len(kept), kept)
 
 
+def until(seconds, probe):
+    """Polls `probe` every 0.2 s until it returns true or `seconds` pass; its last value."""
+    deadline = time.monotonic() + seconds
+    while True:
+        got = probe()
+        if got or time.monotonic() > deadline:
+            return got
+        time.sleep(0.2)
+
+
+def seed_expired(prefix):
+    """Three answers already past their retention and one kept, in a scope on each worker."""
+    placed = scopes_by_worker(prefix)
+    with connect() as c:
+        for scope in placed.values():
+            for k in range(3):
+                finish_new(c, scope, f"k{k}", retention="1 millisecond")
+            finish_new(c, scope, "kept")
+    return placed
+
+
+def swept_unattended(placed, how):
+    """Waits (bounded) for the expired answers to go with nobody calling idem_sweep(), then checks the kept ones."""
+    def expired():
+        with connect() as c:
+            return c.execute("SELECT expired FROM idem_stats()").fetchone()[0]
+    left = until(30, lambda: expired() == 0)
+    check(f"sweep by {how} on every worker: the expired answers of both workers are gone", left, expired())
+    with connect() as c:
+        kept = [c.execute("SELECT (idem_claim(%s, 'kept', '{}'::jsonb)).outcome", (s,)).fetchone()[0]
+                for s in placed.values()]
+    check(f"sweep by {how}: the answers still in retention replay", kept == ["replay"] * len(kept), kept)
+
+
+def background_sweep():
+    """The extension's background worker on each worker (idem_keys.sweep_databases names the database; run.sh
+    starts the nodes with it off and a 1 s interval) sweeps the shards that worker holds."""
+    placed = seed_expired("bgw-")
+    for port in WORKER_PORTS:
+        with connect(port) as w:
+            w.execute("ALTER SYSTEM SET idem_keys.sweep_enabled = on")
+            w.execute("SELECT pg_reload_conf()")
+    try:
+        swept_unattended(placed, "the background worker")
+    finally:
+        for port in WORKER_PORTS:
+            with connect(port) as w:
+                w.execute("ALTER SYSTEM RESET idem_keys.sweep_enabled")
+                w.execute("SELECT pg_reload_conf()")
+
+
+def cron_sweep():
+    """pg_cron on each worker (preloaded by run.sh, cron.database_name = 'idem') runs idem_sweep() there."""
+    placed = seed_expired("cron-")
+    for port in WORKER_PORTS:
+        with connect(port) as w:
+            w.execute("SET citus.enable_ddl_propagation = off")  # pg_cron is each node's own
+            w.execute("CREATE EXTENSION IF NOT EXISTS pg_cron")
+            w.execute("SELECT cron.schedule('idem-sweep', '1 second', 'SELECT idem_sweep()')")
+    try:
+        swept_unattended(placed, "pg_cron")
+        for port in WORKER_PORTS:
+            with connect(port) as w:
+                runs = w.execute("SELECT count(*) FROM cron.job_run_details WHERE status = 'succeeded'").fetchone()[0]
+            check(f"sweep by pg_cron: its job succeeded on the worker at {port}", runs > 0, runs)
+    finally:
+        for port in WORKER_PORTS:
+            with connect(port) as w:
+                w.execute("SELECT cron.unschedule('idem-sweep')")
+
+
 def token_ranges():
     """Each node hands out tokens from a range of its own (2^48 wide, named by its group), so a shard that
     moves keeps its fencing: no takeover on the new worker can get an old owner's token."""
@@ -111,6 +182,9 @@ def worker_down():
 
 
 sweep()
+if EDITION == "extension":  # the portable edition has no background worker
+    background_sweep()
+cron_sweep()
 token_ranges()
 worker_down()
 print(f"citus faults ({EDITION}): {'all passed' if not failures else f'{len(failures)} FAILED'}")

@@ -4,10 +4,14 @@
 #   1. tests/citus/checks.py: the contract through the coordinator, one hop per keyed verb, rows only in the
 #      shards (amcheck), every SQLSTATE, a 12-way race, fencing, tenant binding, idem_stats and idem_stale;
 #   2. tests/citus/faults.py: the sweep on every worker (each removes the expired answers of the shards it
-#      holds), each node's token range, and a worker stopped: its scopes fail with 08006 naming the worker, the
+#      holds; called, by the background worker, by pg_cron), each node's token range, and a worker stopped: its scopes fail with 08006 naming the worker, the
 #      other worker's scopes are served; restarted, every answer acknowledged before replays;
 #   4. a third worker added and the shards rebalanced under a claim and replay load (tests/citus/load.py): no
-#      key claimed twice, every finished key replays afterwards, the token ranges stay apart.
+#      key claimed twice, every finished key replays afterwards, the token ranges stay apart;
+#   5. the extension's golden files of claim, checkpoint and finish (tests/pg_regress) through the coordinator,
+#      compared with one server's expected output. (The other golden files set idem_keys settings per session,
+#      poke the table, SET ROLE to roles that cannot log in, or sweep from the coordinator: each differs on
+#      Citus as docs/scale-out.md says, and checks.py and faults.py check those behaviours there.)
 # Needs Citus (scripts/citus.sh ensure) and the extension installed for this major, and python3-psycopg. Bounded.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -25,6 +29,13 @@ trap cleanup EXIT
 url() { echo "host=127.0.0.1 port=$1 dbname=idem user=${2:-postgres}"; }
 coordinator() { sql_at "$dir/coordinator" "$port" -d idem "$@"; }
 
+# Every node also preloads pg_cron, and has the background sweeper off with a 1 s interval: faults.py turns
+# each on in its turn to see it sweep the worker's shards.
+export CITUS_SETTINGS="shared_preload_libraries = 'citus,idem_keys,pg_cron'
+cron.database_name = 'idem'
+cron.host = '127.0.0.1'
+idem_keys.sweep_enabled = off
+idem_keys.sweep_interval = '1s'"
 for edition in extension portable; do
   dir=$work/$edition
   echo "--- $edition"
@@ -54,6 +65,11 @@ for edition in extension portable; do
              \$\$SELECT (SELECT last_value >> 48 FROM idem_keys_token_seq) = (SELECT groupid FROM pg_dist_local_group)\$\$)")
   [ "$ranges" = 4/4 ] || fail "$edition: nodes whose token sequence is in their own range: $ranges"
   echo "PASS  [$edition] a third worker added and $moved shards moved to it under load; its tokens have a range of their own"
+
+  # --- 5. The extension's golden files of the contract, unchanged, through the coordinator (three workers now).
+  GOLDENS_HOST=127.0.0.1 GOLDENS_PORT=$port GOLDENS_DB=idem GOLDENS_SCRATCH=$work
+  run_goldens regress tests/pg_regress claim checkpoint finish
+  echo "PASS  [$edition] the golden files of claim, checkpoint and finish give one server's output through the coordinator"
 
   bash scripts/citus.sh stop "$dir"
 done

@@ -20,7 +20,6 @@ suite=portable
 source tests/lib.sh
 major=$(pg_major)
 bindir=$("$PG_CONFIG" --bindir)
-pgxs_test=$("$PG_CONFIG" --pkglibdir)/pgxs/src/test
 port=${PORTABLE_PORT:-25371}
 work=$(mktemp -d /tmp/idem-portable.XXXXXX)
 chmod 755 "$work"
@@ -84,27 +83,8 @@ grep -q 'every role may create objects in schema public' "$work/open.out" || { c
   fail "the refused install left objects behind"
 echo "refused, with nothing made, where every role may create objects in the schema"
 
-# pg_regress and pg_isolation_regress against the existing database, as the superuser the extension's own runs
-# use (some tests SET ROLE to roles they create); $1 tool, $2 suite directory (sql/ or specs/, expected/), rest tests.
-run_goldens() {
-  local tool=$1 suite=$2 scratch status=0; shift 2
-  scratch=$(mktemp -d "$work/goldens.XXXXXX")
-  cp -r "$suite"/. "$scratch"/
-  rm -rf "$scratch/results"
-  mkdir -p "$scratch/expected"
-  for t in "$@"; do touch "$scratch/expected/$t.out"; done
-  chown -R postgres: "$scratch"
-  local runner="$pgxs_test/regress/pg_regress"
-  [ "$tool" = isolation ] && runner="$pgxs_test/isolation/pg_isolation_regress"
-  sudo -u postgres env -u RUST_BACKTRACE "$runner" --use-existing --host="$work/pg" --port="$port" --user=postgres \
-    --dbname=app --bindir="$bindir" --inputdir="$scratch" --outputdir="$scratch" "$@" || status=$?
-  if [ -n "${BLESS:-}" ] && [ "$suite" = tests/portable ]; then
-    cp "$scratch"/results/*.out tests/portable/expected/
-    echo "blessed: tests/portable/expected (review with git diff)"
-    return 0
-  fi
-  [ $status -eq 0 ] || { head -200 "$scratch/regression.diffs"; fail "$tool goldens of $suite differ (above)"; }
-}
+# The golden files run against the existing database (tests/lib.sh).
+GOLDENS_HOST=$work/pg GOLDENS_PORT=$port GOLDENS_DB=app GOLDENS_SCRATCH=$work GOLDENS_BLESSABLE=tests/portable
 
 echo "--- contract: the extension's golden files, unchanged, against the portable edition"
 run_goldens regress tests/pg_regress claim finish checkpoint errors lookup_sweep sweep_paced
