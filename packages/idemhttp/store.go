@@ -41,14 +41,14 @@ type claim struct {
 	retryAfter int
 }
 
-// The one SQL surface of the three packages. Fields by name, never (r).*: a newer idem_result may grow columns.
+// The one SQL surface of the three packages. Fields by name, never r.*: a newer idem_result may grow columns.
 // Every value is a bind parameter.
 const (
-	claimJSONSQL = `SELECT (r).outcome, (r).token, (r).status_code, (r).response_bytes, (r).headers, (r).retry_after
-	  FROM (SELECT idem_claim($1, $2, jsonb_build_object('method', $3::text, 'target', $4::text, 'body', $5::jsonb),
-	                          lease => $6::interval, wait => $7::interval) AS r) s`
-	claimBytesSQL = `SELECT (r).outcome, (r).token, (r).status_code, (r).response_bytes, (r).headers, (r).retry_after
-	  FROM (SELECT idem_claim($1, $2, $3::bytea, lease => $4::interval, wait => $5::interval) AS r) s`
+	claimJSONSQL = `SELECT r.outcome, r.token, r.status_code, r.response_bytes, r.headers, r.retry_after
+	  FROM idem_claim($1, $2, jsonb_build_object('method', $3::text, 'target', $4::text, 'body', $5::jsonb),
+	                  lease => $6::interval, wait => $7::interval) AS r`
+	claimBytesSQL = `SELECT r.outcome, r.token, r.status_code, r.response_bytes, r.headers, r.retry_after
+	  FROM idem_claim($1, $2, $3::bytea, lease => $4::interval, wait => $5::interval) AS r`
 	finishSQL  = `SELECT idem_finish($1, $2, $3, $4, $5::bytea, headers => $6::jsonb, retention => $7::interval)`
 	releaseSQL = `SELECT idem_release($1, $2, $3)`
 )

@@ -3,17 +3,17 @@
 // it, which is what lets another process see the claim, and a retry the answer. In transactional mode they run on
 // one client inside the request's transaction (begin, commit, rollback below), and commit with the handler's work.
 
-// Fields by name, never (r).*: a newer idem_result may grow columns. The token goes out as text because it is a
+// Fields by name, never r.*: a newer idem_result may grow columns. The token goes out as text because it is a
 // bigint, which a JavaScript number cannot always hold, and an application may have taught pg to parse int8
 // into numbers; we only ever hand it back to SQL.
-const RESULT = '(r).outcome, (r).token::text AS token, (r).status_code, (r).response_bytes, (r).headers, (r).retry_after';
+const RESULT = 'r.outcome, r.token::text AS token, r.status_code, r.response_bytes, r.headers, r.retry_after';
 
 const CLAIM_JSON = `SELECT ${RESULT}
-  FROM (SELECT idem_claim($1, $2, jsonb_build_object('method', $3::text, 'target', $4::text, 'body', $5::jsonb),
-                          lease => $6::interval, wait => $7::interval) AS r) s`;
+  FROM idem_claim($1, $2, jsonb_build_object('method', $3::text, 'target', $4::text, 'body', $5::jsonb),
+                  lease => $6::interval, wait => $7::interval) AS r`;
 
 const CLAIM_BYTES = `SELECT ${RESULT}
-  FROM (SELECT idem_claim($1, $2, $3::bytea, lease => $4::interval, wait => $5::interval) AS r) s`;
+  FROM idem_claim($1, $2, $3::bytea, lease => $4::interval, wait => $5::interval) AS r`;
 
 const FINISH = 'SELECT idem_finish($1, $2, $3, $4, $5::bytea, headers => $6::jsonb, retention => $7::interval)';
 

@@ -13,13 +13,13 @@ import { IdempotencyClaimMissingError, IdempotencyLeaseLostError } from './error
 import { characters, MAX_CHARACTERS, storeKey } from './keys.js';
 
 // Values are always bound parameters. The casts pick the overloads: a jsonb request, a bytea response.
-const CLAIM = `SELECT (r).outcome, (r).token, (r).response_bytes, (r).headers, (r).retry_after
-  FROM (SELECT idem_claim($1::text, $2::text, $3::jsonb, lease => $4::interval, wait => $5::interval) AS r) s`;
+const CLAIM = `SELECT r.outcome, r.token, r.response_bytes, r.headers, r.retry_after
+  FROM idem_claim($1::text, $2::text, $3::jsonb, lease => $4::interval, wait => $5::interval) AS r`;
 const FINISH = `SELECT idem_finish($1::text, $2::text, $3::bigint, 200, $4::bytea, headers => $5::jsonb,
   retention => $6::interval)`;
 const RELEASE = 'SELECT idem_release($1::text, $2::text, $3::bigint) AS released';
-const LOOKUP = `SELECT (r).outcome, (r).response_bytes, (r).headers, (r).retry_after
-  FROM (SELECT idem_lookup($1::text, $2::text) AS r) s`;
+const LOOKUP = `SELECT r.outcome, r.response_bytes, r.headers, r.retry_after
+  FROM idem_lookup($1::text, $2::text) AS r`;
 
 // A claim whose key vanished between idem_claim's mismatch and the lookup that reads the record is claimed
 // again; twice in a row means something else is deleting keys as fast as they are made.

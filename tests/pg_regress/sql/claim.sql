@@ -11,8 +11,8 @@ SELECT (r).outcome, (r).token, (r).status_code, (r).response
 -- finish, then every retry replays the stored answer
 SELECT idem_finish('shop', 'pay-1', (SELECT token FROM idem_keys WHERE key = 'pay-1'), 201,
                    '{"charge": "ch_1"}'::jsonb, '{"Location": "/ch_1"}'::jsonb);
-SELECT (r).outcome, (r).token, (r).attempt, (r).status_code, (r).response, (r).headers, (r).retry_after
-  FROM (SELECT idem_claim('shop', 'pay-1', '{"amount": 1000.00, "currency": "EUR"}'::jsonb) r) s;
+SELECT r.outcome, r.token, r.attempt, r.status_code, r.response, r.headers, r.retry_after
+  FROM idem_claim('shop', 'pay-1', '{"amount": 1000.00, "currency": "EUR"}'::jsonb) AS r;
 -- scopes are separate namespaces
 SELECT (idem_claim('other-shop', 'pay-1', '{"amount": 1}'::jsonb)).outcome;
 -- a dead owner: its lease ended without a finish

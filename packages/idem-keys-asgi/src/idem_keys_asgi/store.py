@@ -20,12 +20,12 @@ if TYPE_CHECKING:
 # A duration as psycopg sends it (timedelta) or as PostgreSQL reads it ("30s", "5 minutes").
 Interval: TypeAlias = timedelta | str
 
-# Fields by name, never (r).*: a newer idem_result may grow columns.
-_CLAIM_JSON = """SELECT (r).outcome, (r).token, (r).status_code, (r).response_bytes, (r).headers, (r).retry_after
-  FROM (SELECT idem_claim(%s, %s, jsonb_build_object('method', %s::text, 'target', %s::text, 'body', %s::jsonb),
-                          lease => %s::interval, wait => %s::interval) AS r) s"""
-_CLAIM_BYTES = """SELECT (r).outcome, (r).token, (r).status_code, (r).response_bytes, (r).headers, (r).retry_after
-  FROM (SELECT idem_claim(%s, %s, %s::bytea, lease => %s::interval, wait => %s::interval) AS r) s"""
+# Fields by name, never r.*: a newer idem_result may grow columns.
+_CLAIM_JSON = """SELECT r.outcome, r.token, r.status_code, r.response_bytes, r.headers, r.retry_after
+  FROM idem_claim(%s, %s, jsonb_build_object('method', %s::text, 'target', %s::text, 'body', %s::jsonb),
+                  lease => %s::interval, wait => %s::interval) AS r"""
+_CLAIM_BYTES = """SELECT r.outcome, r.token, r.status_code, r.response_bytes, r.headers, r.retry_after
+  FROM idem_claim(%s, %s, %s::bytea, lease => %s::interval, wait => %s::interval) AS r"""
 # The bytea overload: a replay repeats the body byte for byte, where jsonb would reorder and respace it.
 _FINISH = "SELECT idem_finish(%s, %s, %s, %s, %s::bytea, headers => %s::jsonb, retention => %s::interval)"
 _RELEASE = "SELECT idem_release(%s, %s, %s)"

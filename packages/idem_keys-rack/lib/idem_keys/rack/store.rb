@@ -10,16 +10,16 @@ module IdemKeys
     # commits on its own: the claim is visible to every duplicate before the handler starts, and the answer is
     # durable before the client sees it. In transactional mode they run inside the request's transaction.
     module Store
-      # Fields by name, never (r).*: a newer idem_result may grow columns.
-      RESULT = "(r).outcome, (r).token, (r).status_code, (r).response_bytes, (r).headers, (r).retry_after"
+      # Fields by name, never r.*: a newer idem_result may grow columns.
+      RESULT = "r.outcome, r.token, r.status_code, r.response_bytes, r.headers, r.retry_after"
       CLAIM_JSON = <<~SQL.freeze
         SELECT #{RESULT}
-          FROM (SELECT idem_claim($1, $2, jsonb_build_object('method', $3::text, 'target', $4::text, 'body', $5::jsonb),
-                                  lease => $6::interval, wait => $7::interval) AS r) s
+          FROM idem_claim($1, $2, jsonb_build_object('method', $3::text, 'target', $4::text, 'body', $5::jsonb),
+                          lease => $6::interval, wait => $7::interval) AS r
       SQL
       CLAIM_BYTES = <<~SQL.freeze
         SELECT #{RESULT}
-          FROM (SELECT idem_claim($1, $2, $3::bytea, lease => $4::interval, wait => $5::interval) AS r) s
+          FROM idem_claim($1, $2, $3::bytea, lease => $4::interval, wait => $5::interval) AS r
       SQL
       # The bytea overload: a replay repeats the body byte for byte, where jsonb would reorder and respace it.
       FINISH = "SELECT idem_finish($1, $2, $3::bigint, $4::integer, $5::bytea, headers => $6::jsonb, " \
