@@ -33,7 +33,10 @@ settings=("max_connections = 100" "idem_keys.sweep_enabled = off" "shared_buffer
 
 # BENCH_CITUS_SETTING: one more line for the Citus nodes only ("idem_keys.direct_path = off" measures the verbs'
 # statements routed by Citus on the worker, as before the direct path wrote the shard).
-CITUS_SETTINGS=$(printf '%s\n' "${settings[@]}" "${BENCH_CITUS_SETTING:-}") bash scripts/citus.sh start "$work/citus" "$port" >/dev/null
+# Citus's connections between its nodes without TLS, as PL/Proxy's to its partitions here (Citus's default is
+# sslmode=require; BENCH_CITUS_SETTING="citus.node_conninfo = 'sslmode=require'" measures it).
+CITUS_SETTINGS=$(printf '%s\n' "${settings[@]}" "citus.node_conninfo = 'sslmode=disable'" "${BENCH_CITUS_SETTING:-}") \
+  bash scripts/citus.sh start "$work/citus" "$port" >/dev/null
 bash scripts/cluster.sh start "$work/direct" $((port + 5)) "shared_preload_libraries = 'idem_keys'" "${settings[@]}"
 on $((port + 5)) -d postgres -c "CREATE DATABASE idem" -c "\\c idem" -c "CREATE EXTENSION idem_keys"
 for i in 0 1; do
