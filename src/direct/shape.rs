@@ -9,7 +9,7 @@ use super::row::{col, COLUMNS};
 use crate::catalog;
 use crate::compat;
 use pgrx::pg_sys;
-use std::cell::Cell;
+use std::cell::RefCell;
 use std::ptr;
 
 /// Why the direct path left a call to SPI. Each is something the executor would honour and this file does
@@ -43,10 +43,11 @@ pub enum Decline {
     UniqueIndex,
 }
 
-/// What a full open last found the table to be: the index a reader may use alone (`KeyIndex`), for the user
+/// What a full open last found a table to be: the index a reader may use alone (`KeyIndex`), for the user
 /// the checks ran as, in the relcache generation they ran in (`catalog::generation`). Every change `check_table`
 /// or `key_indexes` looks at (a trigger, a column, an index, row security, the owner, inheritance) updates
-/// the table's pg_class row or invalidates its relcache entry, and so bumps the generation.
+/// the table's pg_class row or invalidates its relcache entry, and so bumps the generation. One per table: on
+/// a Citus worker the calls go to the several shards it holds, each verified once.
 #[derive(Clone, Copy)]
 struct Verified {
     generation: u64,
@@ -58,22 +59,23 @@ struct Verified {
 }
 
 thread_local! {
-    static VERIFIED: Cell<Option<Verified>> = const { Cell::new(None) };
+    static VERIFIED: RefCell<Vec<Verified>> = const { RefCell::new(Vec::new()) };
 }
+
+/// More shards than a worker of a large Citus cluster holds of one table (Citus's default is 32 in all).
+const MAX_VERIFIED: usize = 256;
 
 /// The index a reader may use alone, if a full open verified `table` in relcache generation `generation`
 /// for the current user.
 pub(super) fn verified_in(generation: u64, table: pg_sys::Oid) -> Option<(pg_sys::Oid, ReadIndex)> {
-    match VERIFIED.get() {
-        Some(v)
-            if v.generation == generation
-                && v.table == table
-                && v.user == unsafe { pg_sys::GetUserId() } =>
-        {
-            Some((v.read_by, v.kind))
-        }
-        _ => None,
-    }
+    // SAFETY: a plain read of the backend's current user.
+    let user = unsafe { pg_sys::GetUserId() };
+    VERIFIED.with_borrow(|verified| {
+        verified
+            .iter()
+            .find(|v| v.generation == generation && v.table == table && v.user == user)
+            .map(|v| (v.read_by, v.kind))
+    })
 }
 
 /// Opens the table that holds `scope`'s rows with `lock`: the extension's own, or on a node of a Citus
@@ -123,15 +125,23 @@ pub(super) unsafe fn open_relation(
 /// # Safety
 /// `read_by` is open.
 pub(super) unsafe fn remember(generation: u64, read_by: KeyIndex) {
-    unsafe {
-        VERIFIED.set(Some(Verified {
+    let new = unsafe {
+        Verified {
             generation,
             table: (*(*read_by.index).rd_index).indrelid,
             user: pg_sys::GetUserId(),
             read_by: (*(*read_by.index).rd_index).indexrelid,
             kind: read_by.kind,
-        }));
-    }
+        }
+    };
+    VERIFIED.with_borrow_mut(|verified| {
+        // What an older generation verified may no longer hold; this table's entry is replaced.
+        verified.retain(|v| v.generation == generation && v.table != new.table);
+        if verified.len() == MAX_VERIFIED {
+            verified.remove(0);
+        }
+        verified.push(new);
+    });
 }
 
 /// `key_indexes` for a reader: opens every index of the table with `lock`, and returns the OID of the index
@@ -165,10 +175,12 @@ pub(super) unsafe fn verify_indexes(
 /// `index` is an open index relation.
 unsafe fn verified_hash(index: pg_sys::Relation) -> bool {
     unsafe {
-        VERIFIED.get().is_some_and(|v| {
-            v.kind == ReadIndex::Hash
-                && v.read_by == (*(*index).rd_index).indexrelid
-                && v.generation == catalog::generation()
+        let index = (*(*index).rd_index).indexrelid;
+        let generation = catalog::generation();
+        VERIFIED.with_borrow(|verified| {
+            verified.iter().any(|v| {
+                v.kind == ReadIndex::Hash && v.read_by == index && v.generation == generation
+            })
         })
     }
 }
