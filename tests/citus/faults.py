@@ -1,5 +1,6 @@
 """idem_keys on Citus, run by tests/citus/run.sh after checks.py: the sweep on every worker (called, by the
-background worker, by pg_cron), the token ranges, and a worker stopped and restarted. Prints one line per check; exits 1 if any failed.
+background worker, by pg_cron), the token ranges, and a worker stopped and restarted. Prints one line per check;
+exits 1 if any failed.
 
 Usage: faults.py EDITION CLUSTER_DIR COORDINATOR_PORT
   CLUSTER_DIR       what scripts/citus.sh start made (coordinator/, worker1/, worker2/)
@@ -44,29 +45,45 @@ def finish_new(conn, scope, key, body=b"", retention=None):
                  (scope, key, token, body, retention))
 
 
-def sweep():
-    """Each worker's own sweep (what its background worker or pg_cron runs there) removes the expired answers
-    of the shards it holds, and only those."""
-    placed = scopes_by_worker("sweep-")
-    check("sweep: scopes on both workers", sorted(placed) == WORKER_PORTS, placed)
+def seed_expired(prefix):
+    """Three answers already past their retention and one kept, in a scope on each worker."""
+    placed = scopes_by_worker(prefix)
     with connect() as c:
         for scope in placed.values():
             for k in range(3):
                 finish_new(c, scope, f"k{k}", retention="1 millisecond")
             finish_new(c, scope, "kept")
-        time.sleep(0.05)
-        before = c.execute("SELECT expired FROM idem_stats()").fetchone()[0]
+    return placed
+
+
+def expired_now():
+    with connect() as c:
+        return c.execute("SELECT expired FROM idem_stats()").fetchone()[0]
+
+
+def check_kept(placed, how):
+    """The answers still in retention replay after a sweep."""
+    with connect() as c:
+        kept = [c.execute("SELECT (idem_claim(%s, 'kept', '{}'::jsonb)).outcome", (s,)).fetchone()[0]
+                for s in placed.values()]
+    check(f"{how}: the answers still in retention replay", kept == ["replay"] * len(kept), kept)
+
+
+def sweep():
+    """Each worker's own sweep (what its background worker or pg_cron runs there) removes the expired answers
+    of the shards it holds, and only those."""
+    placed = seed_expired("sweep-")
+    check("sweep: scopes on both workers", sorted(placed) == WORKER_PORTS, placed)
+    time.sleep(0.05)
+    before = expired_now()
     check("sweep: idem_stats counts the expired answers of both workers", before >= 6, before)
     for port in WORKER_PORTS:
         with connect(port) as w:
             removed = w.execute("SELECT idem_sweep()").fetchone()[0]
         check(f"sweep: the sweep on the worker at {port} removes the expired answers it holds", removed >= 3, removed)
-    with connect() as c:
-        after = c.execute("SELECT expired FROM idem_stats()").fetchone()[0]
-        check("sweep: no expired answer left after both workers swept", after == 0, after)
-        kept = [c.execute("SELECT (idem_claim(%s, 'kept', '{}'::jsonb)).outcome", (s,)).fetchone()[0]
-                for s in placed.values()]
-        check("sweep: the answers still in retention replay", kept == ["replay"] * len(kept), kept)
+    after = expired_now()
+    check("sweep: no expired answer left after both workers swept", after == 0, after)
+    check_kept(placed, "sweep")
 
 
 def until(seconds, probe):
@@ -79,28 +96,11 @@ def until(seconds, probe):
         time.sleep(0.2)
 
 
-def seed_expired(prefix):
-    """Three answers already past their retention and one kept, in a scope on each worker."""
-    placed = scopes_by_worker(prefix)
-    with connect() as c:
-        for scope in placed.values():
-            for k in range(3):
-                finish_new(c, scope, f"k{k}", retention="1 millisecond")
-            finish_new(c, scope, "kept")
-    return placed
-
-
 def swept_unattended(placed, how):
     """Waits (bounded) for the expired answers to go with nobody calling idem_sweep(), then checks the kept ones."""
-    def expired():
-        with connect() as c:
-            return c.execute("SELECT expired FROM idem_stats()").fetchone()[0]
-    left = until(30, lambda: expired() == 0)
-    check(f"sweep by {how} on every worker: the expired answers of both workers are gone", left, expired())
-    with connect() as c:
-        kept = [c.execute("SELECT (idem_claim(%s, 'kept', '{}'::jsonb)).outcome", (s,)).fetchone()[0]
-                for s in placed.values()]
-    check(f"sweep by {how}: the answers still in retention replay", kept == ["replay"] * len(kept), kept)
+    gone = until(30, lambda: expired_now() == 0)
+    check(f"sweep by {how} on every worker: the expired answers of both workers are gone", gone, expired_now())
+    check_kept(placed, f"sweep by {how}")
 
 
 def background_sweep():

@@ -4,8 +4,9 @@
 #   1. tests/citus/checks.py: the contract through the coordinator, one hop per keyed verb, rows only in the
 #      shards (amcheck), every SQLSTATE, a 12-way race, fencing, tenant binding, idem_stats and idem_stale;
 #   2. tests/citus/faults.py: the sweep on every worker (each removes the expired answers of the shards it
-#      holds; called, by the background worker, by pg_cron), each node's token range, and a worker stopped: its scopes fail with 08006 naming the worker, the
-#      other worker's scopes are served; restarted, every answer acknowledged before replays;
+#      holds; called, by the background worker, by pg_cron), each node's token range, and a worker stopped:
+#      its scopes fail with 08006 naming the worker, the other worker's scopes are served; restarted, every
+#      answer acknowledged before replays;
 #   4. a third worker added and the shards rebalanced under a claim and replay load (tests/citus/load.py): no
 #      key claimed twice, every finished key replays afterwards, the token ranges stay apart;
 #   5. the extension's golden files of claim, checkpoint and finish (tests/pg_regress) through the coordinator,
