@@ -7,33 +7,42 @@
 
 use crate::catalog::Names;
 use pgrx::prelude::*;
-use pgrx::spi::SpiClient;
 use pgrx::IntoDatum;
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 /// The shards of the extension's table placed on this node, as schema-qualified quoted names, in shard
-/// order. A shard being copied here by a move is not listed until Citus records its placement, so a sweep
-/// never deletes from a copy that is still filling.
-pub fn local_shards(client: &SpiClient<'_>, table: pg_sys::Oid) -> Vec<String> {
-    // The shard's name is Citus's: the table's name, an underscore, the shard id (names this short are
-    // never hashed). to_regclass skips a placement whose table is not there (yet).
-    const LOCAL_SHARDS: &str = "
-        SELECT pg_catalog.format('%I.%I', n.nspname, t.relname || '_' || s.shardid)
-          FROM pg_catalog.pg_dist_shard AS s
-          JOIN pg_catalog.pg_dist_placement AS p ON p.shardid = s.shardid
-          JOIN pg_catalog.pg_class AS t ON t.oid = s.logicalrelid
-          JOIN pg_catalog.pg_namespace AS n ON n.oid = t.relnamespace
-         WHERE s.logicalrelid = $1
-           AND p.groupid = (SELECT g.groupid FROM pg_catalog.pg_dist_local_group AS g)
-           AND pg_catalog.to_regclass(pg_catalog.format('%I.%I', n.nspname, t.relname || '_' || s.shardid)) IS NOT NULL
-         ORDER BY s.shardid";
-    let args = [crate::store::oid(table)];
-    let rows = client
-        .select(LOCAL_SHARDS, None, &args)
-        .unwrap_or_else(|e| pgrx::error!("idem_keys: reading Citus's shard placements: {e}"));
-    rows.filter_map(|row| row.get::<String>(1).ok().flatten())
+/// order: the sweep's list, from the same map as the direct path's (`shard_map`). A shard being copied here
+/// by a move is not listed until Citus records its placement, so a sweep never deletes from a copy that is
+/// still filling; Citus invalidates the map when it does.
+pub fn local_shards(names: &Names) -> Vec<String> {
+    shard_map(names)
+        .shards
+        .iter()
+        .filter_map(|shard| shard.local)
+        .filter_map(qualified_name)
         .collect()
+}
+
+/// `schema.table` of a relation, each part quoted as needed; `None` when it is gone.
+fn qualified_name(relid: pg_sys::Oid) -> Option<String> {
+    // SAFETY: catalog lookups by OID in a transaction; each returns NULL for a relation that is gone.
+    unsafe {
+        let relname = pg_sys::get_rel_name(relid);
+        if relname.is_null() {
+            return None;
+        }
+        let schema = pg_sys::get_namespace_name(pg_sys::get_rel_namespace(relid));
+        if schema.is_null() {
+            return None;
+        }
+        let quoted = pg_sys::quote_qualified_identifier(schema, relname);
+        Some(
+            std::ffi::CStr::from_ptr(quoted)
+                .to_string_lossy()
+                .into_owned(),
+        )
+    }
 }
 
 /// The shard that holds `scope`'s rows, if it is placed on this node: its relation, to write and read
@@ -91,7 +100,10 @@ struct ShardMap {
 impl ShardMap {
     /// The shard whose hash range holds `hash`.
     fn find(&self, hash: i32) -> Option<(u32, Shard)> {
-        let shard = self.shards.iter().find(|s| s.min <= hash && hash <= s.max)?;
+        let shard = self
+            .shards
+            .iter()
+            .find(|s| s.min <= hash && hash <= s.max)?;
         Some((shard.index, *shard))
     }
 }
@@ -111,7 +123,9 @@ fn shard_map(names: &Names) -> Rc<ShardMap> {
     }
     if !SHARD_CALLBACK.get() {
         // SAFETY: registered once per backend; the callback only reads this backend's map.
-        unsafe { pg_sys::CacheRegisterRelcacheCallback(Some(forget_on_shard), pg_sys::Datum::from(0)) };
+        unsafe {
+            pg_sys::CacheRegisterRelcacheCallback(Some(forget_on_shard), pg_sys::Datum::from(0))
+        };
         SHARD_CALLBACK.set(true);
     }
     let map = Rc::new(read_shard_map(names.table, generation));

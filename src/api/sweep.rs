@@ -123,7 +123,7 @@ impl Sweep {
 /// sweep that commits each batch (`idem_sweep_paced`) deletes at most `batch_size` rows per shard and kind.
 fn shards_batch(
     client: &pgrx::spi::SpiClient<'_>,
-    table: pg_sys::Oid,
+    shards: &[String],
     (now, abandoned_before): (i64, i64),
     batch_size: i32,
     one_transaction: bool,
@@ -139,9 +139,9 @@ fn shards_batch(
         store::value::<i64>(&gone, 1).unwrap_or_default()
     };
     let (mut finished, mut abandoned, mut full) = (0, 0, false);
-    for shard in crate::citus::local_shards(client, table) {
-        let shard_finished = delete(&shard, Stmt::SweepFinished, now);
-        let shard_abandoned = delete(&shard, Stmt::SweepAbandoned, abandoned_before);
+    for shard in shards {
+        let shard_finished = delete(shard, Stmt::SweepFinished, now);
+        let shard_abandoned = delete(shard, Stmt::SweepAbandoned, abandoned_before);
         full |= max_rows.is_some_and(|limit| shard_finished.max(shard_abandoned) >= limit as i64);
         finished += shard_finished;
         abandoned += shard_abandoned;
@@ -191,13 +191,13 @@ fn sweep_batch(batch_size: i32, from: SweepCursor, take_ties: bool) -> Batch {
     let now = store::clock_now();
     let abandoned_before = now.saturating_sub(crate::guc::abandon_after_micros());
     let limit = batch_size as i64;
-    let citus_table = crate::catalog::names()
+    let citus_shards = crate::catalog::names()
         .filter(|names| names.distributed)
-        .map(|names| names.table);
+        .map(|names| crate::citus::local_shards(&names));
     store::with_spi(|client| {
-        if let Some(table) = citus_table {
+        if let Some(shards) = &citus_shards {
             let befores = (now, abandoned_before);
-            return shards_batch(client, table, befores, batch_size, take_ties);
+            return shards_batch(client, shards, befores, batch_size, take_ties);
         }
         // (rows deleted, the latest timestamp among them or `from` when none); `max_rows` None: every row
         let delete = |stmt, before, from: i64, max_rows: Option<i32>| {

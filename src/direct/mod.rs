@@ -67,7 +67,8 @@ pub fn applies() -> bool {
 /// is here is for `shape::open_relation` to say, per call.
 pub fn applies_to_reads() -> bool {
     // SAFETY: a plain read of the backend's transaction state.
-    crate::guc::direct_path() && unsafe { pg_sys::XactIsoLevel <= pg_sys::XACT_READ_COMMITTED as i32 }
+    crate::guc::direct_path()
+        && unsafe { pg_sys::XactIsoLevel <= pg_sys::XACT_READ_COMMITTED as i32 }
 }
 
 /// Opens the table, or says at DEBUG1 why the call goes to SPI (`SET client_min_messages = debug1` shows it).
@@ -186,7 +187,10 @@ pub fn lookup(scope: &str, key: &str, parallel: bool) -> Option<Option<KeyRow>> 
             return None;
         }
         let wrote = pg_sys::GetCurrentTransactionIdIfAny() != pg_sys::InvalidTransactionId;
-        let reader = or_declined(Reader::open(scope, pg_sys::AccessShareLock as pg_sys::LOCKMODE))?;
+        let reader = or_declined(Reader::open(
+            scope,
+            pg_sys::AccessShareLock as pg_sys::LOCKMODE,
+        ))?;
         let snapshot = if wrote && !parallel {
             pg_sys::CommandCounterIncrement();
             pg_sys::GetLatestSnapshot()
