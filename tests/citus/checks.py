@@ -9,12 +9,16 @@ Usage: checks.py EDITION COORDINATOR_URL APP_URL WORKER_URL...
   APP_URL          the coordinator's database as idem_app, an application role granted nothing
   WORKER_URL       each worker's database as a superuser (for the checks' own look at the shards)
 """
+import pathlib
 import sys
 import threading
 import time
 import uuid
 
 import psycopg
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
+from checklist import Checklist, error_of  # noqa: E402 (after the path it is found on)
 
 EDITION, COORD, APP, WORKERS = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
 RUN = uuid.uuid4().hex[:8]
@@ -26,13 +30,8 @@ CLAIM = """SELECT r.outcome, r.token, r.attempt, r.status_code, r.response_bytes
 FINISH = "SELECT idem_finish(%s, %s, %s, %s, %s::bytea, headers => %s::jsonb)"
 BODY = '{"amount": 1000, "currency": "EUR"}'
 ANSWER = b'{"charge_id":"ch_1", "amount":1000}'
-failures = []
-
-
-def check(name, ok, detail=""):
-    print(f"{'PASS' if ok else 'FAIL'}  [{EDITION}] {name}" + (f": {detail}" if detail and not ok else ""))
-    if not ok:
-        failures.append(name)
+checks = Checklist(EDITION)
+check = checks.check
 
 
 def connect(url=COORD):
@@ -45,16 +44,6 @@ def key(name):
 
 def claim(conn, k, body=BODY, lease=None, wait=None, scope="shop"):
     return conn.execute(CLAIM, (scope, k, body, lease, wait)).fetchone()
-
-
-def error_of(conn, sql, params=()):
-    """(SQLSTATE, message, detail, hint) of the statement's error, or None if it succeeded."""
-    try:
-        conn.execute(sql, params)
-        return None
-    except psycopg.Error as e:
-        d = e.diag
-        return e.sqlstate, d.message_primary, d.message_detail, d.message_hint
 
 
 def sqlstate(conn, sql, params=()):
@@ -442,5 +431,4 @@ race()
 spread_and_fan_out()
 binding()
 shards()
-print(f"citus checks ({EDITION}): {'all passed' if not failures else f'{len(failures)} FAILED'}")
-sys.exit(1 if failures else 0)
+checks.exit(f"citus checks ({EDITION})")

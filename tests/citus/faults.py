@@ -6,21 +6,20 @@ Usage: faults.py EDITION CLUSTER_DIR COORDINATOR_PORT
   CLUSTER_DIR       what scripts/citus.sh start made (coordinator/, worker1/, worker2/)
   COORDINATOR_PORT  the workers listen on the next two ports
 """
+import pathlib
 import subprocess
 import sys
 import time
 
 import psycopg
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
+from checklist import Checklist  # noqa: E402 (after the path it is found on)
+
 EDITION, DIR, PORT = sys.argv[1], sys.argv[2], int(sys.argv[3])
 WORKER_PORTS = [PORT + 1, PORT + 2]
-failures = []
-
-
-def check(name, ok, detail=""):
-    print(f"{'PASS' if ok else 'FAIL'}  [{EDITION}] {name}" + (f": {detail}" if detail and not ok else ""))
-    if not ok:
-        failures.append(name)
+checks = Checklist(EDITION)
+check = checks.check
 
 
 def connect(port=PORT, user="postgres"):
@@ -187,5 +186,4 @@ if EDITION == "extension":  # the portable edition has no background worker
 cron_sweep()
 token_ranges()
 worker_down()
-print(f"citus faults ({EDITION}): {'all passed' if not failures else f'{len(failures)} FAILED'}")
-sys.exit(1 if failures else 0)
+checks.exit(f"citus faults ({EDITION})")

@@ -8,23 +8,22 @@ Usage: asyncpg_contract.py URL
 import asyncio
 import datetime
 import json
+import pathlib
 import sys
 import uuid
 
 import asyncpg
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
+from checklist import Checklist  # noqa: E402 (after the path it is found on)
 
 CLAIM = "SELECT idem_claim($1, $2, $3::jsonb, lease => $4::interval)"
 FINISH = "SELECT idem_finish($1, $2, $3, $4, $5::bytea, headers => $6::jsonb)"
 BODY = '{"amount": 1000, "currency": "EUR"}'
 ANSWER = b'{"charge_id":"ch_1", "amount":1000}'
 RUN = uuid.uuid4().hex[:8]
-failures = []
-
-
-def check(name, ok, detail=""):
-    print(f"{'PASS' if ok else 'FAIL'}  {name}" + (f": {detail}" if not ok else ""))
-    if not ok:
-        failures.append(name)
+checks = Checklist()
+check = checks.check
 
 
 async def claim(conn, key, body=BODY, lease=None):
@@ -66,8 +65,7 @@ async def main(url):
     finally:
         await a.close()
         await b.close()
-    print(f"asyncpg contract: {'all passed' if not failures else f'{len(failures)} failed'}")
-    return 1 if failures else 0
+    return checks.summary("asyncpg contract")
 
 
 sys.exit(asyncio.run(main(sys.argv[1])))

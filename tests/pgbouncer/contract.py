@@ -6,13 +6,16 @@ Usage: contract.py URL TRAP_URL
   TRAP_URL  PgBouncer's database "trap": one server connection, so that two clients share it for certain
 Exits 1 if any check fails; prints one line per check.
 """
+import pathlib
 import sys
 import threading
 import time
 import uuid
 
 import psycopg
-from psycopg import errors
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
+from checklist import Checklist  # noqa: E402 (after the path it is found on)
 
 URL, TRAP_URL = sys.argv[1], sys.argv[2]
 RUN = uuid.uuid4().hex[:8]
@@ -22,13 +25,8 @@ CLAIM = """SELECT (r).outcome, (r).token, (r).attempt, (r).status_code, (r).resp
 FINISH = "SELECT idem_finish(%s, %s, %s, %s, %s::bytea, headers => %s::jsonb)"
 BODY = '{"amount": 1000, "currency": "EUR"}'
 ANSWER = b'{"charge_id":"ch_1", "amount":1000}'  # bytes that jsonb would reorder and respace
-failures = []
-
-
-def check(name, ok, detail=""):
-    print(f"{'PASS' if ok else 'FAIL'}  {name}" + (f": {detail}" if detail and not ok else ""))
-    if not ok:
-        failures.append(name)
+checks = Checklist()
+check = checks.check
 
 
 def connect(url=URL, **options):
@@ -175,5 +173,4 @@ def traps():
 
 for scenario in (contract, waiting, same_transaction, many_clients, traps):
     scenario()
-print(f"pgbouncer contract: {'all passed' if not failures else f'{len(failures)} failed'}")
-sys.exit(1 if failures else 0)
+checks.exit("pgbouncer contract")

@@ -8,12 +8,16 @@ Usage: checks.py ROUTER_URL APP_URL PARTITION_URL...
   PARTITION_URL   each partition's database as a superuser (for the checks' own look at what is there), in
                   partition order
 """
+import pathlib
 import sys
 import threading
 import time
 import uuid
 
 import psycopg
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
+from checklist import Checklist, error_of  # noqa: E402 (after the path it is found on)
 
 ROUTER, APP, PARTS = sys.argv[1], sys.argv[2], sys.argv[3:]
 RUN = uuid.uuid4().hex[:8]
@@ -23,13 +27,8 @@ CLAIM = """SELECT (r).outcome, (r).token, (r).attempt, (r).status_code, (r).resp
 FINISH = "SELECT idem_finish(%s, %s, %s, %s, %s::bytea, headers => %s::jsonb)"
 BODY = '{"amount": 1000, "currency": "EUR"}'
 ANSWER = b'{"charge_id":"ch_1", "amount":1000}'
-failures = []
-
-
-def check(name, ok, detail=""):
-    print(f"{'PASS' if ok else 'FAIL'}  {name}" + (f": {detail}" if detail and not ok else ""))
-    if not ok:
-        failures.append(name)
+checks = Checklist()
+check = checks.check
 
 
 def connect(url=ROUTER):
@@ -42,16 +41,6 @@ def key(name):
 
 def claim(conn, k, body=BODY, lease=None, wait=None, scope="shard"):
     return conn.execute(CLAIM, (scope, k, body, lease, wait)).fetchone()
-
-
-def error_of(conn, sql, params=()):
-    """(SQLSTATE, message, detail, hint) of the statement's error, or None if it succeeded."""
-    try:
-        conn.execute(sql, params)
-        return None
-    except psycopg.Error as e:
-        d = e.diag
-        return e.sqlstate, d.message_primary, d.message_detail, d.message_hint
 
 
 def home(k, scope="shard"):
@@ -289,5 +278,4 @@ fan_out()
 binding()
 operator()
 security()
-print(f"scaleout checks: {'all passed' if not failures else f'{len(failures)} FAILED'}")
-sys.exit(1 if failures else 0)
+checks.exit("scaleout checks")
