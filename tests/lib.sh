@@ -56,8 +56,9 @@ stop_child() { [ -z "$1" ] || { kill -TERM "$1" 2>/dev/null || true; wait "$1" 2
 # run_goldens TOOL SUITE TEST...: pg_regress (TOOL regress) or pg_isolation_regress (isolation) against an
 # existing database, as the superuser the extension's own runs use (some tests SET ROLE to roles they create),
 # compared with SUITE/expected: the database GOLDENS_DB at GOLDENS_HOST:GOLDENS_PORT, scratch files under
-# GOLDENS_SCRATCH. With BLESS set, the results replace SUITE/expected when SUITE is GOLDENS_BLESSABLE (golden
-# files of this suite alone); fails the suite with the differences otherwise.
+# GOLDENS_SCRATCH. GOLDENS_EXPECTED, when set, is a directory whose files replace SUITE/expected's of the same
+# name (an output that differs there by design). With BLESS set, the results replace SUITE/expected when SUITE
+# is GOLDENS_BLESSABLE (golden files of this suite alone); fails the suite with the differences otherwise.
 run_goldens() {
   local tool=$1 suite=$2 scratch status=0 pgxs_test; shift 2
   pgxs_test=$("$PG_CONFIG" --pkglibdir)/pgxs/src/test
@@ -66,6 +67,7 @@ run_goldens() {
   rm -rf "$scratch/results"
   mkdir -p "$scratch/expected"
   for t in "$@"; do touch "$scratch/expected/$t.out"; done
+  [ -z "${GOLDENS_EXPECTED:-}" ] || cp "$GOLDENS_EXPECTED"/*.out "$scratch/expected/"
   chown -R postgres: "$scratch"
   local runner="$pgxs_test/regress/pg_regress"
   [ "$tool" = isolation ] && runner="$pgxs_test/isolation/pg_isolation_regress"

@@ -74,14 +74,18 @@ fn claim(
     let lease_micros = args::duration_micros("lease", lease, crate::guc::lease_micros);
     let mut now = store::clock_now();
     let deadline = now.saturating_add(args::wait_micros(wait));
-    // On a table Citus distributes, a read first and a plain insert after (`Stmt::Insert`): Citus runs
-    // single-statement reads and writes of one scope straight on the shard, but plans the `Claim` statement's
-    // CTE in steps through intermediate results (a replay 8 times slower, docs/scale-out.md).
+    // On a table Citus distributes, a read first and a plain insert after (`Start::ReadThenInsert`): Citus
+    // runs single-statement reads and writes of one scope straight on the shard, but plans the `Claim`
+    // statement's CTE in steps through intermediate results (a replay 8 times slower, docs/scale-out.md).
     let citus = crate::catalog::names().is_some_and(|names| names.distributed);
-    let mut first = if citus { Stmt::Reread } else { Stmt::Claim };
+    let mut start = if citus {
+        Start::ReadThenInsert
+    } else {
+        Start::Claim
+    };
     let mut poll = POLL_FIRST_MICROS;
     loop {
-        match attempt(scope, key, fingerprint, now, lease_micros, first, citus) {
+        match attempt(scope, key, fingerprint, now, lease_micros, start, citus) {
             Attempt::Done(fields) => {
                 // A stored answer (or a mismatch with one) is final for the client: serve it only once a
                 // failover can no longer take it away.
@@ -98,11 +102,24 @@ fn claim(
                 store::sleep_until(deadline.min(lease_ends_at).min(now.saturating_add(poll)));
                 poll = (poll * 2).min(POLL_MAX_MICROS);
                 // Polls read first: a key that is still busy costs no insert attempt and no token.
-                first = Stmt::Reread;
+                start = Start::Poll;
                 now = store::clock_now();
             }
         }
     }
+}
+
+/// How a pass of the claim begins.
+#[derive(Clone, Copy)]
+enum Start {
+    /// With `Stmt::Claim`: insert, or read the row the insert conflicted with.
+    Claim,
+    /// With a read, then (the key busy) the insert, then a final read: on Citus, where `Claim` runs slowly
+    /// (see `claim`). The insert's conflict check waits for an owner whose finish or release is committing
+    /// right now, as `Claim` does, so a retry then answers from what it committed.
+    ReadThenInsert,
+    /// With a read alone: a poll of a busy key, at no token's cost.
+    Poll,
 }
 
 enum Attempt {
@@ -128,9 +145,14 @@ fn attempt(
     fingerprint: &Fingerprint,
     now: i64,
     lease_micros: i64,
-    mut first: Stmt,
+    start: Start,
     citus: bool,
 ) -> Attempt {
+    let mut first = match start {
+        Start::Claim => Stmt::Claim,
+        Start::ReadThenInsert | Start::Poll => Stmt::Reread,
+    };
+    let mut confirm_busy = matches!(start, Start::ReadThenInsert);
     let lease_ends_at = now.saturating_add(lease_micros);
     if direct::applies() {
         // A retry's replay (or mismatch) from one read of the primary key. A busy key takes the full path,
@@ -198,6 +220,10 @@ fn attempt(
                 // while the insert waited on the row, only a fresh read sees it. Confirm before answering 409.
                 Some(Decision::Busy(_, _)) if matches!(stmt, Stmt::Claim | Stmt::Insert) => {
                     stmt = Stmt::Reread
+                }
+                Some(Decision::Busy(_, _)) if confirm_busy => {
+                    confirm_busy = false;
+                    stmt = Stmt::Insert
                 }
                 Some(Decision::Busy(fields, lease_ends_at)) => {
                     return Attempt::Busy(fields, lease_ends_at)

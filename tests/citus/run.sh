@@ -13,6 +13,11 @@
 #      compared with one server's expected output. (The other golden files set idem_keys settings per session,
 #      poke the table, SET ROLE to roles that cannot log in, or sweep from the coordinator: each differs on
 #      Citus as docs/scale-out.md says, and checks.py and faults.py check those behaviours there.)
+#   6. the isolation specs of the keyed verbs (tests/isolation) through the coordinator, with Citus's own check
+#      of which session waits (it sees waits on the workers) in the isolation tester's place, compared with
+#      one server's expected output; claim_claim's REPEATABLE READ and SERIALIZABLE losers answer in_progress
+#      there, not 40001 (tests/citus/expected, docs/scale-out.md). The sweep specs sweep from the coordinator,
+#      which holds no shard, and claim_claim_copy_index copies the primary key of one server's table.
 # Needs Citus (scripts/citus.sh ensure) and the extension installed for this major, and python3-psycopg. Bounded.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -27,6 +32,8 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
+# The isolation specs whose races are the keyed verbs' (section 6).
+ISOLATION_SPECS="checkpoint_recover claim_claim claim_finish claim_open_transaction claim_wait recover_recover same_transaction"
 url() { echo "host=127.0.0.1 port=$1 dbname=idem user=${2:-postgres}"; }
 coordinator() { sql_at "$dir/coordinator" "$port" -d idem "$@"; }
 
@@ -71,6 +78,11 @@ for edition in extension portable; do
   GOLDENS_HOST=127.0.0.1 GOLDENS_PORT=$port GOLDENS_DB=idem GOLDENS_SCRATCH=$work
   run_goldens regress tests/pg_regress claim checkpoint finish
   echo "PASS  [$edition] the golden files of claim, checkpoint and finish give one server's output through the coordinator"
+
+  # --- 6. The isolation specs of the keyed verbs through the coordinator.
+  coordinator -c "SELECT citus_internal.replace_isolation_tester_func()" >/dev/null
+  GOLDENS_EXPECTED=tests/citus/expected run_goldens isolation tests/isolation $ISOLATION_SPECS
+  echo "PASS  [$edition] the isolation specs of the keyed verbs give one server's interleavings through the coordinator"
 
   bash scripts/citus.sh stop "$dir"
 done
