@@ -221,8 +221,14 @@ fn attempt(
                 Some(Decision::Busy(_, _)) if matches!(stmt, Stmt::Claim | Stmt::Insert) => {
                     stmt = Stmt::Reread
                 }
-                Some(Decision::Busy(_, _)) if confirm_busy => {
+                Some(Decision::Busy(fields, lease_ends_at)) if confirm_busy => {
                     confirm_busy = false;
+                    // Another open transaction holds the key lock (claiming or taking the key over): as on one server,
+                    // this read is the answer.
+                    if !locked && !key_lock::try_take(scope, key) {
+                        return Attempt::Busy(fields, lease_ends_at);
+                    }
+                    locked = true;
                     stmt = Stmt::Insert
                 }
                 Some(Decision::Busy(fields, lease_ends_at)) => {
