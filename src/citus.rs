@@ -61,7 +61,7 @@ fn qualified_name(relid: pg_sys::Oid) -> Option<String> {
 pub unsafe fn local_shard(names: &Names, scope: &str) -> Option<pg_sys::Oid> {
     unsafe {
         let hash = hash_of(scope);
-        let (index, shard) = shard_map(names).find(hash)?;
+        let shard = shard_map(names).find(hash)?;
         // Not here as far as this node knew: decline without the lock (the coordinator holds no shard). A
         // shard that has just arrived is found by the next call, once Citus's invalidation is read.
         shard.local?;
@@ -70,8 +70,8 @@ pub unsafe fn local_shard(names: &Names, scope: &str) -> Option<pg_sys::Oid> {
         // Whatever committed before the lock was granted (a move's new placement) is seen from here on.
         pg_sys::AcceptInvalidationMessages();
         let names = crate::catalog::names()?;
-        let (again, shard) = shard_map(&names).find(hash)?;
-        (again == index).then_some(shard.local?)
+        let again = shard_map(&names).find(hash)?;
+        (again.index == shard.index).then_some(again.local?)
     }
 }
 
@@ -91,20 +91,19 @@ struct Shard {
 
 struct ShardMap {
     /// `catalog::generation()` when the map was read: Citus invalidates the distributed table's relcache
-    /// entry whenever a shard or a placement of it changes, and that bumps the generation.
+    /// entry whenever a shard or a placement of it changes, and that bumps the generation (as a change of
+    /// the extension's table itself does, so the map is always of `catalog::names()`'s table).
     generation: u64,
-    table: pg_sys::Oid,
     shards: Vec<Shard>,
 }
 
 impl ShardMap {
     /// The shard whose hash range holds `hash`.
-    fn find(&self, hash: i32) -> Option<(u32, Shard)> {
-        let shard = self
-            .shards
+    fn find(&self, hash: i32) -> Option<Shard> {
+        self.shards
             .iter()
-            .find(|s| s.min <= hash && hash <= s.max)?;
-        Some((shard.index, *shard))
+            .find(|s| s.min <= hash && hash <= s.max)
+            .copied()
     }
 }
 
@@ -117,7 +116,7 @@ thread_local! {
 fn shard_map(names: &Names) -> Rc<ShardMap> {
     let generation = crate::catalog::generation();
     if let Some(map) = SHARD_MAP.with_borrow(|map| map.clone()) {
-        if map.generation == generation && map.table == names.table {
+        if map.generation == generation {
             return map;
         }
     }
@@ -166,7 +165,6 @@ fn read_shard_map(table: pg_sys::Oid, generation: u64) -> ShardMap {
          ORDER BY s.shardminvalue::int4";
     let mut map = ShardMap {
         generation,
-        table,
         shards: Vec::new(),
     };
     crate::store::with_spi(|client| {
