@@ -6,7 +6,8 @@
 # on the extension only, since what differs between releases is Powertools, not the edition.
 # The tests run on the package as npm installs it: its `npm pack` tarball, unpacked under .powertools/<version>/
 # (gitignored) beside that release of Powertools, installed there once (the lockfile's release comes from
-# node_modules, the dev dependencies installed once per change of the lockfile). A skipped or todo test fails.
+# node_modules, the dev dependencies installed once per change of the lockfile). A skipped or todo test fails. The
+# releases run side by side (POWERTOOLS_JOBS, below).
 #   test.sh                        every release of the range
 #   POWERTOOLS_RELEASES=ends       the oldest and the newest only
 #   test.sh 2.26.0                 one release (both editions)
@@ -65,11 +66,10 @@ release_dir() {
   echo "$pkg"
 }
 
-# $1 release, $2 the editions to run, rest: pins.
+# $1 release, $2 the editions to run, $3 its directory (release_dir), rest: pins.
 run_release() {
-  local version=$1 editions=$2; shift 2
-  local dir started=$SECONDS tap installed
-  dir=$(release_dir "$version" "$@")
+  local version=$1 editions=$2 dir=$3; shift 3
+  local started=$SECONDS tap installed
   installed=$(node -p "JSON.parse(require('fs').readFileSync('$dir/node_modules/$package/package.json')).version")
   [ "$installed" = "$version" ] || { echo "idem-keys-powertools: $dir loads $package $installed, not $version" >&2; exit 1; }
   echo "idem-keys-powertools: Powertools $version${*:+ (with $*)}"
@@ -92,7 +92,13 @@ run_release() {
 }
 
 tarball=$(bash ../../scripts/install_npm_pack.sh . | tail -1) # the package as the registry would serve it
-ran=0
+# The releases picked, each made ready one after another (npm installs share a cache), then run side by side,
+# POWERTOOLS_JOBS at a time (default 8, all of them): every test has a scope of its own (test/helpers.js), so runs
+# on one database never see each other's keys, and most of a run is waiting on leases and gates, not on a core. Each
+# release's output is shown whole, in order, once all are done.
+picked=() logs=() pids=()
+work=$(mktemp -d)
+trap 'kill "${pids[@]}" 2>/dev/null || true; rm -rf "$work"' EXIT
 for line in "${lines[@]}"; do
   read -r -a fields <<< "$line"
   version=${fields[0]}
@@ -105,8 +111,24 @@ for line in "${lines[@]}"; do
     [ "${POWERTOOLS_RELEASES:-all}" = ends ] && continue
     editions=extension
   fi
-  run_release "$version" "$editions" "${fields[@]:1}"
-  ran=$((ran + 1))
+  dir=$(release_dir "$version" "${fields[@]:1}")
+  picked+=("$version|$editions|$dir|${fields[*]:1}")
 done
-((ran > 0)) || { echo "idem-keys-powertools: no release $1 in $versions_file" >&2; exit 1; }
-echo "idem-keys-powertools: $ran releases of $package ok"
+((${#picked[@]} > 0)) || { echo "idem-keys-powertools: no release $1 in $versions_file" >&2; exit 1; }
+jobs_max=${POWERTOOLS_JOBS:-8}
+for i in "${!picked[@]}"; do
+  IFS='|' read -r version editions dir pins <<< "${picked[$i]}"
+  while (($(jobs -rp | wc -l) >= jobs_max)); do wait -n || true; done
+  logs[i]=$work/$i.log
+  # shellcheck disable=SC2086
+  (run_release "$version" "$editions" "$dir" $pins >"${logs[i]}" 2>&1; echo $? >"${logs[i]}.status") &
+  pids[i]=$!
+done
+wait
+failed=0
+for i in "${!picked[@]}"; do
+  cat "${logs[i]}"
+  [ "$(cat "${logs[i]}.status" 2>/dev/null)" = 0 ] || { echo "idem-keys-powertools: release ${picked[$i]%%|*} FAILED" >&2; failed=1; }
+done
+((failed == 0)) || exit 1
+echo "idem-keys-powertools: ${#picked[@]} releases of $package ok"
