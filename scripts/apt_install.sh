@@ -9,6 +9,8 @@ done
 if ((${#missing[@]})); then
   echo "$who: installing Debian packages: ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # Another install running at the same time (a stage in the background, a root being built) holds dpkg's lock:
+  # wait for it rather than fail.
+  apt-get -o DPkg::Lock::Timeout=600 update -qq
+  apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
