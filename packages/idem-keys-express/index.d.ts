@@ -65,7 +65,8 @@ export type IdempotencyOptions<Req extends IncomingMessage = IncomingMessage> = 
   /**
    * Transactional mode, for every request (true) or those a function picks: the claim, the handler's database
    * work on req.idempotency.client and the finish are one transaction, committed once before the answer is sent.
-   * The handler must not COMMIT or ROLLBACK (savepoints are fine). A failed COMMIT answers 503 commit-failed.
+   * The handler must not COMMIT or ROLLBACK (savepoints are fine). A failed COMMIT answers 503 commit-failed, one
+   * whose answer never came (the connection lost) 503 commit-unknown.
    */
   transactional: boolean | ((req: Req) => boolean);
 });
@@ -81,7 +82,9 @@ export interface IdempotencyAttempt {
   readonly recovered: boolean;
   /**
    * Transactional mode: the pool's client (a pg.PoolClient) with the request's transaction open, for the handler's
-   * database work until it answers; undefined otherwise. Never COMMIT, ROLLBACK or release() it: the middleware does.
+   * database work until it answers; undefined otherwise. Once the handler has answered (or failed), its query()
+   * rejects with TransactionEndedError (a callback gets the error). Never COMMIT or ROLLBACK on it: the middleware
+   * does; its release() throws.
    */
   readonly client?: Queryable;
   /**
@@ -105,6 +108,15 @@ export function idempotency<Req extends IncomingMessage = any>(options: Idempote
  * then the error goes on. In transactional mode, released by ROLLBACK (the handler's writes too); unsettled: COMMIT.
  */
 export function releaseOnError(): ErrorMiddleware;
+
+/**
+ * What req.idempotency.client's query() rejects with once the handler has answered or failed: the middleware ends the
+ * transaction then, and the client goes back to the pool.
+ */
+export class TransactionEndedError extends Error {
+  readonly name: 'TransactionEndedError';
+  readonly code: 'IDEM_KEYS_TRANSACTION_ENDED';
+}
 
 /** The key in one Idempotency-Key value, bare or quoted, or null when it is malformed. */
 export function parseKey(value: string): string | null;

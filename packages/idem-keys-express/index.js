@@ -2,3 +2,4 @@
 export { idempotency, releaseOnError } from './src/middleware.js';
 export { parseKey } from './src/key.js';
 export { DEFAULT_STORED_HEADERS } from './src/options.js';
+export { TransactionEndedError } from './src/transaction.js';

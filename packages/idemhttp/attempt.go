@@ -20,10 +20,12 @@ type Attempt struct {
 	Token int64
 	// Tx is the request's transaction in the transactional mode (Options.Transactional), nil otherwise: the one
 	// that holds the claim and will hold the answer. Do the handler's SQL on it; Commit and Rollback are the
-	// middleware's (on this Tx they do nothing and return ErrTxManaged), savepoints (Begin) are fine.
+	// middleware's (on this Tx they do nothing and return ErrTxManaged), savepoints (Begin) are fine. It is the
+	// handler's until the handler returns: every use after that returns ErrTxEnded.
 	Tx pgx.Tx
 
 	unsettled atomic.Bool
+	txEnded   atomic.Bool // the handler has returned: Tx refuses from then on
 }
 
 // Recovered tells whether the previous owner of the key died (its lease ended before it finished): the handler

@@ -115,7 +115,7 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "claimed", "recovered":
 		a := &Attempt{Scope: scope, Key: key, Outcome: cl.outcome, Token: cl.token}
 		if tx != nil {
-			a.Tx = handlerTx{tx}
+			a.Tx = handlerTx{tx: tx, ended: &a.txEnded}
 		}
 		m.run(w, r, body, a, tx)
 	case "replay":
@@ -146,6 +146,7 @@ func (m *middleware) run(w http.ResponseWriter, r *http.Request, body []byte, a 
 	rec := newRecorder()
 	returned := false
 	defer func() {
+		a.txEnded.Store(true) // the transaction is the handler's no more, whether it returned or panicked
 		if returned {
 			return
 		}
@@ -167,14 +168,14 @@ func (m *middleware) run(w http.ResponseWriter, r *http.Request, body []byte, a 
 	inner.Body = io.NopCloser(bytes.NewReader(body)) // read once for the fingerprint, whole again for the handler
 	m.next.ServeHTTP(rec, inner)
 	returned = true
+	a.txEnded.Store(true)
 
 	status, header := rec.result()
 	switch {
 	case a.unsettled.Load():
 		// Outcome unknown: the claim runs out its lease, and the next request recovers the key and reconciles.
 		// In the transactional mode it commits first, with the handler's writes.
-		if tx != nil && !m.commit(tx, a, "LeaveUnsettled (answer "+strconv.Itoa(status)+"), answered 503 commit-failed") {
-			writeProblem(w, "commit-failed", 1)
+		if tx != nil && !m.commitOrAnswer(w, tx, a, "LeaveUnsettled (answer "+strconv.Itoa(status)+")") {
 			return
 		}
 	case m.c.retryable[status]:
@@ -210,9 +211,9 @@ func (m *middleware) run(w http.ResponseWriter, r *http.Request, body []byte, a 
 			return
 		}
 		// Only a committed answer reaches the client: a failed COMMIT (a serialization failure, a deferred
-		// constraint, the connection lost) kept nothing, so the retry runs it all again.
-		if tx != nil && !m.commit(tx, a, "idem_finish of answer "+strconv.Itoa(status)+", answered 503 commit-failed") {
-			writeProblem(w, "commit-failed", 1)
+		// constraint) kept nothing, so the retry runs it all again; after one whose answer never came (the
+		// connection lost), the retry finds out which.
+		if tx != nil && !m.commitOrAnswer(w, tx, a, "idem_finish of answer "+strconv.Itoa(status)) {
 			return
 		}
 	}

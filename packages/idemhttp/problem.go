@@ -26,6 +26,7 @@ var problems = map[string]problem{
 	"store-failed":        {Status: http.StatusInternalServerError, Detail: "the answer could not be stored: retry later with the same Idempotency-Key"},
 	"store-unavailable":   {Status: http.StatusServiceUnavailable, Detail: "the idempotency store could not be reached: nothing was done"},
 	"commit-failed":       {Status: http.StatusServiceUnavailable, Detail: "the request's changes could not be committed: nothing was done, retry with the same Idempotency-Key"},
+	"commit-unknown":      {Status: http.StatusServiceUnavailable, Detail: "the request's changes may or may not have been committed: retry with the same Idempotency-Key to learn which"},
 	// Not in the shared table: a body the server could not read (the client went away mid-body). Nothing was
 	// claimed.
 	"body-unreadable": {Status: http.StatusBadRequest, Detail: "the request body could not be read"},

@@ -17,6 +17,7 @@ func TestProblemBodies(t *testing.T) {
 		"store-failed":        `{"type":"about:blank","title":"Internal Server Error","status":500,"detail":"the answer could not be stored: retry later with the same Idempotency-Key","code":"store-failed"}`,
 		"store-unavailable":   `{"type":"about:blank","title":"Service Unavailable","status":503,"detail":"the idempotency store could not be reached: nothing was done","code":"store-unavailable"}`,
 		"commit-failed":       `{"type":"about:blank","title":"Service Unavailable","status":503,"detail":"the request's changes could not be committed: nothing was done, retry with the same Idempotency-Key","code":"commit-failed"}`,
+		"commit-unknown":      `{"type":"about:blank","title":"Service Unavailable","status":503,"detail":"the request's changes may or may not have been committed: retry with the same Idempotency-Key to learn which","code":"commit-unknown"}`,
 		"body-unreadable":     `{"type":"about:blank","title":"Bad Request","status":400,"detail":"the request body could not be read","code":"body-unreadable"}`,
 		"body-too-large":      `{"type":"about:blank","title":"Content Too Large","status":413,"detail":"the request body is larger than this server accepts; nothing was claimed","code":"body-too-large"}`,
 	} {

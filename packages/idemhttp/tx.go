@@ -4,32 +4,24 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"strings"
 
+	"github.com/jackc/pgconn"
 	"github.com/jackc/pgx/v4"
 )
-
-// ErrTxManaged is what Commit and Rollback return on the transaction the handler gets in the transactional
-// mode, without doing anything: the middleware ends that transaction itself, after the handler, with the answer
-// stored in it. A deferred tx.Rollback(ctx), the usual pgx habit, is thus harmless.
-var ErrTxManaged = errors.New("idemhttp: the middleware commits or rolls back this transaction, not the handler")
 
 // Tx returns the transaction of the request whose context this is in the transactional mode
 // (Options.Transactional): the one that holds the claim, in which the handler does its SQL so that it commits
 // with the stored answer or not at all. nil outside the mode, or when the middleware let the request through
-// without a key. Its Commit and Rollback return ErrTxManaged; savepoints (Begin) are fine.
+// without a key. Its Commit and Rollback return ErrTxManaged; savepoints (Begin) are fine. Once the handler has
+// returned, every use of it returns ErrTxEnded.
 func Tx(ctx context.Context) pgx.Tx {
 	if a := FromContext(ctx); a != nil && a.Tx != nil {
 		return a.Tx
 	}
 	return nil
 }
-
-// handlerTx is the transaction as the handler sees it: all of pgx.Tx but the end, which is the middleware's.
-// (Its Conn could still send COMMIT: that is documented as the handler's to avoid.)
-type handlerTx struct{ pgx.Tx }
-
-func (handlerTx) Commit(context.Context) error   { return ErrTxManaged }
-func (handlerTx) Rollback(context.Context) error { return ErrTxManaged }
 
 // beginClaim begins the request's transaction and claims the key in it. On an error the transaction, if any,
 // is already rolled back.
@@ -66,15 +58,67 @@ func (m *middleware) rollback(tx pgx.Tx, scope, key, why string) {
 	}
 }
 
-// commit commits the transaction, giving its connection back. A failure is logged and tells the caller that
-// nothing of the transaction was kept: neither the claim, nor the handler's changes, nor an answer.
-func (m *middleware) commit(tx pgx.Tx, a *Attempt, after string) bool {
+// What became of a COMMIT.
+type commitOutcome int
+
+const (
+	committed     commitOutcome = iota
+	rolledBack                  // the server's answer proves that nothing was committed
+	commitUnknown               // the answer never came: committed or not, nobody here can tell
+)
+
+// commit commits the transaction, giving its connection back; a connection whose COMMIT failed before the
+// transaction ended is closed by pgx, and pgxpool never pools a closed one. A failure is logged.
+func (m *middleware) commit(tx pgx.Tx, a *Attempt, after string) commitOutcome {
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	defer cancel()
-	if err := tx.Commit(ctx); err != nil {
+	err := tx.Commit(ctx)
+	switch {
+	case err == nil:
+		return committed
+	case commitRolledBack(ctx, err):
 		m.c.logger.Printf("idemhttp: COMMIT (%q, %q) after %s: %v: the claim and the handler's changes are gone, "+
 			"nothing is stored", a.Scope, a.Key, after, err)
+		return rolledBack
+	default:
+		m.c.logger.Printf("idemhttp: COMMIT (%q, %q) after %s: %v: its answer never came, so the outcome is unknown: "+
+			"the handler's changes and the answer may or may not have been committed; a retry with the same "+
+			"Idempotency-Key resolves it (it replays the stored answer if the commit happened, or runs the request "+
+			"afresh if it did not)", a.Scope, a.Key, after, err)
+		return commitUnknown
+	}
+}
+
+// commitOrAnswer commits; when that did not certainly work it answers 503 in the handler's place, commit-failed
+// (nothing was committed) or commit-unknown (maybe it was), and reports false.
+func (m *middleware) commitOrAnswer(w http.ResponseWriter, tx pgx.Tx, a *Attempt, after string) bool {
+	switch m.commit(tx, a, after) {
+	case committed:
+		return true
+	case rolledBack:
+		writeProblem(w, "commit-failed", 1)
+	default:
+		writeProblem(w, "commit-unknown", 1)
+	}
+	return false
+}
+
+// commitRolledBack tells whether a COMMIT's error proves that nothing was committed: an error answer of the
+// server, or pgx's word that the transaction had already failed (PostgreSQL answers its COMMIT with ROLLBACK).
+// Not a session the server ended (class 08 connection exceptions; 57P01, 57P02, 57P03: shutdown, crash, no
+// connections now), which may come after the commit was made durable; not an error without a SQLSTATE (the
+// connection lost or closed); and nothing once ctx is done: the COMMIT was cut short by us, whatever came back.
+func commitRolledBack(ctx context.Context, err error) bool {
+	if ctx.Err() != nil {
 		return false
 	}
-	return true
+	if errors.Is(err, pgx.ErrTxCommitRollback) {
+		return true
+	}
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return false
+	}
+	code := pgErr.Code
+	return !strings.HasPrefix(code, "08") && code != "57P01" && code != "57P02" && code != "57P03"
 }

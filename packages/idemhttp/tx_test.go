@@ -498,3 +498,50 @@ func TestTxWaitThenRollback(t *testing.T) {
 		t.Errorf("%d rows, want the second attempt's only", f.writes("k"))
 	}
 }
+
+// The transaction is the handler's until it returns. A goroutine that outlives it and then uses the Tx, or a
+// savepoint begun on it, gets ErrTxEnded: by then the connection is back in the pool, where a statement would run
+// in another request's transaction, or commit on its own (pgx v4's Exec does not check that its transaction ended).
+func TestTxEndedAfterHandler(t *testing.T) {
+	late := make(chan struct{})
+	type use struct {
+		what string
+		err  error
+	}
+	uses := make(chan use, 4)
+	f, p := txFixture(t, 1, Options{}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, a, tx := r.Context(), FromContext(r.Context()), Tx(r.Context())
+		write(t, r, "paid")
+		savepoint, err := tx.Begin(ctx) // left open: it commits with the transaction
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		go func() {
+			<-late
+			insert := `INSERT INTO idemhttp_test_writes VALUES ($1, $2, 'late')`
+			_, err := tx.Exec(ctx, insert, a.Scope, a.Key)
+			uses <- use{"Exec", err}
+			_, err = savepoint.Exec(ctx, insert, a.Scope, a.Key)
+			uses <- use{"the savepoint's Exec", err}
+			uses <- use{"QueryRow", tx.QueryRow(ctx, `SELECT 1`).Scan(new(int))}
+			if tx.Conn() != nil {
+				uses <- use{"Conn", errors.New("the connection, still handed out")}
+			} else {
+				uses <- use{"Conn", ErrTxEnded}
+			}
+		}()
+		w.WriteHeader(http.StatusCreated)
+	}))
+	expect(t, f.post("k", "{}"), 201, "claimed", "")
+	settled(t, p)
+	close(late)
+	for i := 0; i < 4; i++ {
+		if u := <-uses; !errors.Is(u.err, ErrTxEnded) {
+			t.Errorf("%s after the handler returned: %v, want ErrTxEnded", u.what, u.err)
+		}
+	}
+	if n := f.writes("k"); n != 1 {
+		t.Errorf("%d rows, want the handler's one", n)
+	}
+}

@@ -78,7 +78,9 @@ export function captureResponse(res, onAnswer) {
       for (const name of res.getHeaderNames()) res.removeHeader(name);
       for (const [name, value] of answer.headers) res.setHeader(name, value);
       res.statusCode = answer.status;
-      if (answer.statusMessage) res.statusMessage = answer.statusMessage;
+      // Always set, undefined too (Node then uses the status's own phrase): Express's error path may have put its
+      // own there meanwhile, when the handler failed after it answered.
+      res.statusMessage = answer.statusMessage;
       // Node's end writes the head through res.writeHead, so a head hook (on-headers) of middleware mounted
       // after ours still runs; our writeHead passes through by now.
       real.end.call(res, answer.body);

@@ -2,13 +2,14 @@
 // the outcome into an answer or runs the rest of the app, and keeps the app's answer with idem_finish before
 // the client sees it. The behaviour is docs/integrations.md's, the same as the Go and Python packages'.
 // In transactional mode the claim, the handler's database work (on req.idempotency.client) and the finish are one
-// transaction on one client of the pool, committed once, before the client sees the answer.
+// transaction on one client of the pool (transaction.js), committed once, before the client sees the answer.
 import { BodyTooLargeError, isJsonBody, readBody, replayBody } from './body.js';
 import { captureResponse } from './capture.js';
 import { requestKey } from './key.js';
 import { resolveOptions } from './options.js';
 import { problem } from './problems.js';
-import { begin, claim, commit, finish, release, rollback } from './store.js';
+import { claim, finish, release } from './store.js';
+import { beginTransaction } from './transaction.js';
 
 // Where the claimed attempt's bookkeeping lives on req, for releaseOnError().
 const ATTEMPT = Symbol('idem-keys-express attempt');
@@ -46,7 +47,7 @@ export function releaseOnError() {
     // A handler that said it cannot tell what happened (leaveUnsettled) and then failed still meant it: the key
     // stays claimed until its lease ends, and the retry after that runs as recovered.
     if (attempt.unsettled) {
-      if (attempt.client) attempt.commit().then(() => next(err));
+      if (attempt.transaction) attempt.commit().then(() => next(err));
       else next(err);
       return;
     }
@@ -93,21 +94,21 @@ async function handle(config, req, res, next) {
 
   // Transactional mode: the claim opens the request's transaction, on a client that stays with the request.
   const transactional = config.transactional(req);
-  let client = null;
+  let transaction = null;
   let row;
   try {
-    if (transactional) client = await begin(config.pool);
-    row = await claim(client ?? config.pool, scope, key, request, config, transactional);
-  } catch (err) { // no connection, BEGIN failed (begin() gave the client back), or the claim failed
+    if (transactional) transaction = await beginTransaction(config.pool);
+    row = await claim(transaction ?? config.pool, scope, key, request, config, transactional);
+  } catch (err) { // no connection, BEGIN failed (the client is given back), or the claim failed
     config.logger.error(`idem-keys-express: idem_claim ${JSON.stringify(key)}: ${err.message}`, err);
-    if (client) await rollbackQuietly(config, client, key);
+    if (transaction) await rollbackQuietly(config, transaction, key);
     sendProblem(res, 'store-unavailable', [['Retry-After', '1']]);
     return;
   }
 
   const outcome = row && row.outcome;
   // Anything but a claim wrote nothing: the transaction ends here, the handler does not run.
-  if (client && outcome !== 'claimed' && outcome !== 'recovered') await rollbackQuietly(config, client, key);
+  if (transaction && outcome !== 'claimed' && outcome !== 'recovered') await rollbackQuietly(config, transaction, key);
   const outcomeHeader = config.outcomeHeader ? [[config.outcomeHeader, outcome]] : [];
   switch (outcome) {
     case 'replay':
@@ -130,7 +131,7 @@ async function handle(config, req, res, next) {
   }
 
   for (const [name, value] of outcomeHeader) res.setHeader(name, value);
-  const attempt = new Attempt(config, res, { scope, key, outcome, token: row.token, client });
+  const attempt = new Attempt(config, res, { scope, key, outcome, token: row.token, transaction });
   // The client hung up while the key was being claimed. Nobody is left to answer, and a body parser would skip
   // the replayed body (body-parser treats a request whose socket is gone as finished), so the handler would see
   // none and its 400 would become the key's stored answer. The key goes back instead, and the retry runs.
@@ -154,9 +155,9 @@ function clientGone(req) {
 
 // A failed ROLLBACK is only logged: rollback() has destroyed the client, and PostgreSQL ends the transaction with
 // the connection.
-async function rollbackQuietly(config, client, key) {
+async function rollbackQuietly(config, transaction, key) {
   try {
-    await rollback(client);
+    await transaction.rollback();
   } catch (err) {
     config.logger.warn(`idem-keys-express: ROLLBACK for ${JSON.stringify(key)}: ${err.message}`, err);
   }
@@ -164,12 +165,12 @@ async function rollbackQuietly(config, client, key) {
 
 // One claimed request: what the handler sees (context) and what becomes of its key.
 class Attempt {
-  constructor(config, res, { scope, key, outcome, token, client }) {
+  constructor(config, res, { scope, key, outcome, token, transaction }) {
     this.config = config;
     this.scope = scope;
     this.key = key;
     this.token = token;
-    this.client = client; // transactional mode: the client with the open transaction; else null
+    this.transaction = transaction; // transactional mode: the open transaction, until it ends; else null
     this.unsettled = false;
     this.context = Object.freeze({
       scope,
@@ -178,8 +179,9 @@ class Attempt {
       token, // a bigint as a string, exactly as idem_claim gave it
       recovered: outcome === 'recovered',
       // Transactional mode: the pg client the handler's database work runs on, inside the transaction that holds
-      // the claim and will hold the answer. Undefined otherwise.
-      client: client ?? undefined,
+      // the claim and will hold the answer, until the handler answers; its query() then rejects with
+      // TransactionEndedError. Undefined otherwise.
+      client: transaction?.handlerClient,
       // The outcome is unknown (a payment that may have gone through): the answer is sent but not stored, and
       // the claim stays until its lease ends; the next request then runs with recovered true and reconciles.
       leaveUnsettled: () => {
@@ -196,12 +198,10 @@ class Attempt {
   // The handler answered: keep the answer (or give the key back), then let the client have it.
   async settle(answer) {
     const { config, capture } = this;
+    this.transaction?.revoke(); // the client is the handler's until it answers
     if (this.unsettled) {
       // Transactional mode: the handler's writes and the claim commit, the answer is not stored.
-      if (this.client && !(await this.commit())) {
-        capture.send(problemAnswer(capture, 'commit-failed', [['Retry-After', '1']]));
-        return;
-      }
+      if (this.transaction && !(await this.committed(capture))) return;
       capture.send(answer);
       return;
     }
@@ -211,11 +211,11 @@ class Attempt {
       return;
     }
     try {
-      await finish(this.client ?? config.pool, this.scope, this.key, this.token, answer,
+      await finish(this.transaction ?? config.pool, this.scope, this.key, this.token, answer,
         storedHeaders(config, answer.headers), config.retention);
     } catch (err) {
       // Transactional mode: nothing is kept, the handler's writes included, and the key is free again.
-      if (this.client) await this.rollback();
+      if (this.transaction) await this.rollback();
       if (err.code === '55000') {
         // We ran past the lease and another request recovered the key: its answer is the one that counts.
         config.logger.warn(`idem-keys-express: idem_finish ${JSON.stringify(this.key)}: the lease was lost to `
@@ -230,19 +230,26 @@ class Attempt {
       return;
     }
     // Only a committed answer reaches the client: a failed COMMIT stored nothing and kept none of the handler's
-    // writes, so the retry runs it again.
-    if (this.client && !(await this.commit())) {
-      capture.send(problemAnswer(capture, 'commit-failed', [['Retry-After', '1']]));
-      return;
-    }
+    // writes, so the retry runs it again; after a COMMIT whose answer never came, the retry finds out which.
+    if (this.transaction && !(await this.committed(capture))) return;
     capture.send(answer);
+  }
+
+  // Transactional mode: commits; when that did not certainly work, answers 503 in place of the handler's answer,
+  // commit-failed (nothing was committed) or commit-unknown (maybe it was), and tells so.
+  async committed(capture) {
+    const outcome = await this.commit();
+    if (outcome === 'committed') return true;
+    capture.send(problemAnswer(capture, outcome === 'unknown' ? 'commit-unknown' : 'commit-failed',
+      [['Retry-After', '1']]));
+    return false;
   }
 
   // Gives the key back: by default idem_release; in transactional mode ROLLBACK, which takes the handler's writes
   // with it. A failure is only logged: the claim then runs out its lease and the next retry recovers it (in the
   // mode, the transaction ends with the destroyed connection, and the key is free).
   async release() {
-    if (this.client) {
+    if (this.transaction) {
       await this.rollback();
       return;
     }
@@ -253,29 +260,32 @@ class Attempt {
     }
   }
 
-  // Transactional mode. Whether the transaction committed; a failure is logged. Either way the client has gone
-  // back to the pool (or been destroyed) and is the handler's no more.
+  // Transactional mode. 'committed', 'rolled-back' or 'unknown' (transaction.js); a failure is logged. Either way
+  // the client has gone back to the pool (or been destroyed) and is the handler's no more.
   async commit() {
-    const client = this.takeClient();
-    try {
-      await commit(client);
-      return true;
-    } catch (err) {
-      this.config.logger.error(`idem-keys-express: COMMIT for ${JSON.stringify(this.key)}: ${err.message}; nothing `
-        + 'was stored and the handler\'s writes are gone', err);
-      return false;
+    const { outcome, error } = await this.takeTransaction().commit();
+    const key = JSON.stringify(this.key);
+    if (outcome === 'rolled-back') {
+      this.config.logger.error(`idem-keys-express: COMMIT for ${key}: ${error.message}; nothing was stored and the `
+        + 'handler\'s writes are gone', error);
+    } else if (outcome === 'unknown') {
+      this.config.logger.error(`idem-keys-express: COMMIT for ${key}: ${error.message}; its answer never came, so `
+        + 'the outcome is unknown: the handler\'s writes and the answer may or may not have been committed. A retry '
+        + 'with the same Idempotency-Key resolves it: it replays the stored answer if the commit happened, or runs '
+        + 'the request afresh if it did not', error);
     }
+    return outcome;
   }
 
   async rollback() {
-    await rollbackQuietly(this.config, this.takeClient(), this.key);
+    await rollbackQuietly(this.config, this.takeTransaction(), this.key);
   }
 
-  // The client, once: whatever happens next gives it back, and nothing may give it back twice.
-  takeClient() {
-    const { client } = this;
-    this.client = null;
-    return client;
+  // The transaction, once: whatever happens next ends it, and nothing may end it twice.
+  takeTransaction() {
+    const { transaction } = this;
+    this.transaction = null;
+    return transaction;
   }
 }
 

@@ -22,6 +22,7 @@ export const PROBLEMS = {
   'store-failed': [500, 'the answer could not be stored: retry later with the same Idempotency-Key'],
   'store-unavailable': [503, 'the idempotency store could not be reached: nothing was done'],
   'commit-failed': [503, 'the request\'s changes could not be committed: nothing was done, retry with the same Idempotency-Key'],
+  'commit-unknown': [503, 'the request\'s changes may or may not have been committed: retry with the same Idempotency-Key to learn which'],
 };
 
 // { status, body } of the problem named by code; body is the exact bytes sent.

@@ -1,7 +1,7 @@
 // The SQL the middleware runs: idem_claim, idem_finish and idem_release, bind parameters only. By default each is
 // one pool.query, so one autocommit transaction: the claim commits before the handler runs and the finish after
 // it, which is what lets another process see the claim, and a retry the answer. In transactional mode they run on
-// one client inside the request's transaction (begin, commit, rollback below), and commit with the handler's work.
+// one client inside the request's transaction (transaction.js), and commit with the handler's work.
 
 // Fields by name, never r.*: a newer idem_result may grow columns. The token goes out as text because it is a
 // bigint, which a JavaScript number cannot always hold, and an application may have taught pg to parse int8
@@ -59,58 +59,4 @@ export async function finish(db, scope, key, token, answer, headers, retention) 
 export async function release(pool, scope, key, token) {
   const { rows } = await pool.query(RELEASE, [scope, key, token]);
   return rows[0].released;
-}
-
-// Transactional mode: a client of the pool with a transaction open on it (the pool's default isolation). A failed
-// BEGIN gives the client back (destroyed) before the error goes on.
-export async function begin(pool) {
-  const client = await pool.connect();
-  try {
-    await client.query('BEGIN');
-  } catch (err) {
-    giveBack(client, err);
-    throw err;
-  }
-  return client;
-}
-
-// Commits and gives the client back. Throws when nothing was committed: the COMMIT failed (a deferred constraint,
-// a serialization failure, the connection lost, a read-only standby), or the transaction had already failed, which
-// PostgreSQL answers with ROLLBACK instead of an error. The client then goes back through rollback().
-export async function commit(client) {
-  let result;
-  try {
-    result = await client.query('COMMIT');
-  } catch (err) {
-    await rollback(client).catch(() => {});
-    throw err;
-  }
-  if (result.command !== 'COMMIT') {
-    giveBack(client);
-    throw Object.assign(new Error(`the transaction had failed, so COMMIT rolled it back (${result.command})`),
-      { code: '25P02' });
-  }
-  giveBack(client);
-}
-
-// Rolls back and gives the client back; a client whose ROLLBACK failed is destroyed, never pooled with a
-// transaction open. Rejects with the ROLLBACK's error after that.
-export async function rollback(client) {
-  try {
-    await client.query('ROLLBACK');
-  } catch (err) {
-    giveBack(client, err);
-    throw err;
-  }
-  giveBack(client);
-}
-
-// pg's release(err) destroys the client instead of pooling it. A handler that released the client itself has
-// already given it back, which pg reports by throwing: there is nothing left to do then.
-function giveBack(client, err) {
-  try {
-    client.release(err);
-  } catch {
-    // released already
-  }
 }

@@ -24,7 +24,8 @@ export async function listen(app) {
   return { port: server.address().port, close: () => new Promise((resolve) => server.close(resolve)) };
 }
 
-// One request. headers: [[name, value], ...], a name may repeat. Resolves { status, headers, raw, json() }.
+// One request. headers: [[name, value], ...], a name may repeat. Resolves { status, statusMessage, headers, raw,
+// json() }.
 export function send(port, { method = 'POST', path = '/', headers = [], body } = {}) {
   return new Promise((resolve, reject) => {
     const req = http.request({ host: '127.0.0.1', port, method, path, agent: false });
@@ -37,7 +38,8 @@ export function send(port, { method = 'POST', path = '/', headers = [], body } =
       res.on('data', (chunk) => chunks.push(chunk));
       res.on('end', () => {
         const raw = Buffer.concat(chunks);
-        resolve({ status: res.statusCode, headers: res.headers, raw, json: () => JSON.parse(raw) });
+        resolve({ status: res.statusCode, statusMessage: res.statusMessage, headers: res.headers, raw,
+          json: () => JSON.parse(raw) });
       });
     });
     req.end(body);

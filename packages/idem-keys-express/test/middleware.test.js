@@ -334,6 +334,7 @@ for (const [name, express] of EXPRESSES) {
         }
         const answered = await pay('after', {}, { path: '/after' });
         assert.equal(answered.status, 201, 'an error after the answer: the answer stands');
+        assert.equal(answered.statusMessage, 'Created', 'not the reason phrase of Express\'s error path');
         assert.equal((await pay('after', {}, { path: '/after' })).headers['idempotent-replayed'], 'true');
       } finally {
         await server.close();

@@ -14,6 +14,7 @@ const EXPECTED = {
   'store-failed': [500, 'Internal Server Error'],
   'store-unavailable': [503, 'Service Unavailable'],
   'commit-failed': [503, 'Service Unavailable'],
+  'commit-unknown': [503, 'Service Unavailable'],
 };
 
 test('every problem: status, RFC 9110 title, field order', () => {
@@ -37,4 +38,10 @@ test('commit-failed: the bytes every middleware sends', () => {
   assert.equal(problem('commit-failed').body.toString(), '{"type":"about:blank","title":"Service Unavailable",'
     + '"status":503,"detail":"the request\'s changes could not be committed: nothing was done, retry with the same '
     + 'Idempotency-Key","code":"commit-failed"}');
+});
+
+test('commit-unknown: the bytes every middleware sends', () => {
+  assert.equal(problem('commit-unknown').body.toString(), '{"type":"about:blank","title":"Service Unavailable",'
+    + '"status":503,"detail":"the request\'s changes may or may not have been committed: retry with the same '
+    + 'Idempotency-Key to learn which","code":"commit-unknown"}');
 });

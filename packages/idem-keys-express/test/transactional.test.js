@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import http from 'node:http';
 import { after, afterEach, before, describe, test } from 'node:test';
 import pg from 'pg';
-import { idempotency, releaseOnError } from '../index.js';
+import { TransactionEndedError, idempotency, releaseOnError } from '../index.js';
 import { problem } from '../src/problems.js';
 import { EXPRESSES, databasePool, fresh, gate, listen, lookup, memoryLogger, post, sleep } from './helpers.js';
 
@@ -308,6 +308,81 @@ for (const [name, express] of EXPRESSES) {
         for (let i = 0; i < 50 && one.idleCount !== one.totalCount; i += 1) await sleep(10);
       } finally {
         hold.open();
+        await server.close();
+      }
+    });
+
+    test('the client after the answer: query() rejects with TransactionEndedError, nothing written', async () => {
+      const late = gate(); // opened once the test has the answer: the handler's late writes come after it, always
+      let lateWrites;
+      const server = await serve(express, (app) => app.post('/', async (req, res) => {
+        const { client, scope, key } = req.idempotency;
+        await write(req, 'paid');
+        res.status(201).json({ ok: true });
+        const insert = `INSERT INTO ${WRITES} (tenant, key, note) VALUES ($1, $2, 'late')`;
+        lateWrites = late.promise.then(() => Promise.all([
+          client.query(insert, [scope, key]).then(() => 'written', (err) => err),
+          new Promise((resolve) => { client.query(insert, [scope, key], (err) => resolve(err ?? 'written')); }),
+        ]));
+      }));
+      const tenant = fresh('t');
+      try {
+        assert.equal((await as(server.port, tenant)('k', {})).status, 201);
+        late.open();
+        for (const refused of await lateWrites) { // the promise form, then pg's callback form
+          assert.ok(refused instanceof TransactionEndedError, `the late write: ${refused}`);
+          assert.equal(refused.code, 'IDEM_KEYS_TRANSACTION_ENDED');
+          assert.match(refused.message, /req\.idempotency\.client .*after the handler answered/);
+        }
+        assert.deepEqual(await writes(tenant, 'k'), ['paid'], 'the late writes ran nowhere');
+      } finally {
+        late.open();
+        await server.close();
+      }
+    });
+
+    test('a handler that fails after answering: the answer stands, committed, as it was sent', async () => {
+      let late;
+      const server = await serve(express, (app) => app.post('/', async (req, res, next) => {
+        await write(req, 'paid');
+        res.status(201).location('/p/1').json({ ok: true });
+        late = write(req, 'late').then(() => 'written', (err) => err); // refused: the client is no longer its
+        next(new Error('after the answer'));
+      }));
+      const tenant = fresh('t');
+      const pay = as(server.port, tenant);
+      try {
+        const answered = await pay('k', {});
+        assert.deepEqual([answered.status, answered.statusMessage, answered.json()], [201, 'Created', { ok: true }]);
+        assert.equal(answered.headers.location, '/p/1');
+        assert.ok((await late) instanceof TransactionEndedError, `the write after the answer: ${await late}`);
+        assert.deepEqual(await writes(tenant, 'k'), ['paid']);
+        const again = await pay('k', {});
+        assert.deepEqual([again.headers['idempotent-replayed'], again.raw], ['true', answered.raw]);
+      } finally {
+        await server.close();
+      }
+    });
+
+    test('the handler cannot release the client: release() throws, the transaction commits as usual', async () => {
+      let thrown = null;
+      const server = await serve(express, (app) => app.post('/', async (req, res) => {
+        await write(req, 'paid');
+        try {
+          req.idempotency.client.release();
+        } catch (err) {
+          thrown = err;
+        }
+        await write(req, 'still in it');
+        res.status(201).json({ ok: true });
+      }));
+      const tenant = fresh('t');
+      try {
+        assert.equal((await as(server.port, tenant)('k', {})).status, 201);
+        assert.match(String(thrown?.message), /the middleware releases/);
+        assert.deepEqual(await writes(tenant, 'k'), ['paid', 'still in it']);
+        assert.equal(await lookup(observer, tenant, 'k'), 'replay');
+      } finally {
         await server.close();
       }
     });

@@ -1,7 +1,7 @@
 // Compiled (not run) by `npm test`: index.d.ts must accept the README's usage and refuse mistakes.
 import express from 'express';
 import pg from 'pg';
-import { idempotency, releaseOnError, parseKey, DEFAULT_STORED_HEADERS } from 'idem-keys-express';
+import { idempotency, releaseOnError, parseKey, DEFAULT_STORED_HEADERS, TransactionEndedError } from 'idem-keys-express';
 
 const pool = new pg.Pool();
 const app = express();
@@ -45,6 +45,13 @@ app.post('/tx', idempotency({ pool, scope: () => 't', transactional: (req: expre
     const full = client as pg.PoolClient | undefined; // the whole of pg's client API
     await full?.query('SAVEPOINT s');
     res.status(201).json({ id: rows[0]?.id });
+    // After the answer the client refuses: its query() rejects with TransactionEndedError.
+    await client?.query('SELECT 1').catch((err: unknown) => {
+      if (err instanceof TransactionEndedError) {
+        const code: 'IDEM_KEYS_TRANSACTION_ENDED' = err.code;
+        void code;
+      }
+    });
   });
 idempotency({ pool, scope: () => 't', transactional: process.env.IDEM_TX === '1' });
 const queryOnly = { query: pool.query.bind(pool) } as { query(text: string): Promise<{ rows: any[] }> };
