@@ -3,7 +3,8 @@
 # per stage and major.
 #   scripts/test.sh            all stages on every major
 #   scripts/test.sh STAGE...   only these (pgtest regress isolation upgrade portable lifecycle package crash worker
-#                              failover e2e http powertools pgbouncer drivers ha scaleout citus bench)
+#                              failover e2e http powertools pgbouncer drivers ha scaleout citus bench; and build,
+#                              the release build alone)
 #   PG_MAJORS="15 18"          only these majors (default: all of SUPPORTED_MAJORS in scripts/pg_major.sh)
 # Every stage runs on 15, the host's own PostgreSQL. On 16, 17 and 18 the stages that exercise the server
 # (EVERY_MAJOR below) run too: 16 on the host from the pgserver wheel's tree (scripts/pg16.sh), 17 and 18
@@ -40,7 +41,14 @@ timed() {
 }
 trap 'echo "=== stage ${stage_name:-setup}: FAILED after $((SECONDS - ${stage_start:-0})) s"' ERR
 
-install_release() { cargo pgrx install --release --pg-config "$PG_CONFIG" >/dev/null; }
+# The release build, installed once per major's run: a stage after the first finds it there. Reinstalling would
+# rewrite the library in place under a server still running it (the worker stage's, in the background).
+release_installed=""
+install_release() {
+  [ -n "$release_installed" ] && return 0
+  cargo pgrx install --release --pg-config "$PG_CONFIG" >/dev/null
+  release_installed=yes
+}
 
 # Unit tests, #[pg_test]s, multi-session and property tests: cargo pgrx test with its own cluster.
 stage_pgtest() {
@@ -48,6 +56,7 @@ stage_pgtest() {
   local base; base=$(scratch_dir)
   cargo pgrx test "pg$PG_MAJOR" --runas postgres --pgdata "$base"
   rm -rf "$base"
+  release_installed="" # cargo pgrx test installed its own build (with the test functions) over it
 }
 
 # Golden-file tests of the SQL surface, with pg_regress and a temporary instance.
@@ -99,7 +108,8 @@ stage_suite() {
 
 # make package's .deb and tarball install into a clean PostgreSQL (and the dev build is put back after).
 stage_package() {
-  bash tests/package/run.sh
+  bash tests/package/run.sh # removes the release install, and puts it back when it is done
+  release_installed=yes
 }
 
 # The Go, Python and Node example services under the same attack (double tap, dead inverter, retry storm), and
@@ -182,6 +192,12 @@ stage_citus() {
   bash bench/citus.sh --smoke # the hop benchmark runs, so it never rots (not a measurement)
 }
 
+# The release build, compiled and installed (what the other stages of a major install first): the background
+# set-up runs it for each other major while the host's stages run.
+stage_build() {
+  install_release
+}
+
 # The benchmark harness in smoke mode (a few seconds per contender), so it never rots. Not a measurement.
 stage_bench() {
   install_release
@@ -202,8 +218,8 @@ run_pg_regress() {
   local runner="$PGXS_TEST/regress/pg_regress"
   [ "$tool" = isolation ] && runner="$PGXS_TEST/isolation/pg_isolation_regress"
   # shellcheck disable=SC2086
-  sudo -u postgres env -u RUST_BACKTRACE "$runner" --temp-instance="$scratch/instance" --temp-config="$scratch/extra.conf" \
-    --bindir="$("$PG_CONFIG" --bindir)" --inputdir="$scratch" --outputdir="$scratch" --load-extension=idem_keys $tests || status=$?
+  (cd / && sudo -u postgres env -u RUST_BACKTRACE "$runner" --temp-instance="$scratch/instance" --temp-config="$scratch/extra.conf" \
+    --bindir="$("$PG_CONFIG" --bindir)" --inputdir="$scratch" --outputdir="$scratch" --load-extension=idem_keys $tests) || status=$? # from /, as scripts/cluster.sh says why
   rm -rf "$suite/results"; mkdir -p "$suite/results"
   cp "$scratch"/results/*.out "$suite/results/" 2>/dev/null || true
   if [ -n "${BLESS:-}" ]; then
@@ -217,17 +233,32 @@ run_pg_regress() {
   return $status
 }
 
+# Stages that run beside the stages after them: their time is bounded polls of a server of their own (the
+# sweeper's passes, pg_cron's minute), not cores. Their output is shown whole when the major's other stages end.
+BESIDE=" worker "
+
 # The stages of one major, here: PG_CONFIG is that major's, on this machine.
 run_here() {
   PG_MAJOR=$(pg_major)
   PGXS_TEST=$("$PG_CONFIG" --pkglibdir)/pgxs/src/test
+  local stage beside_pid="" beside_log="" beside_status=0 last=${*: -1}
   for stage in "$@"; do
-    if declare -F "stage_$stage" >/dev/null; then
-      timed "$stage (pg$PG_MAJOR)" "stage_$stage"
-    else
-      timed "$stage (pg$PG_MAJOR)" stage_suite "$stage"
+    local run=(stage_suite "$stage")
+    declare -F "stage_$stage" >/dev/null && run=("stage_$stage")
+    if [[ $BESIDE == *" $stage "* ]] && [ "$stage" != "$last" ] && [ -z "$beside_pid" ]; then
+      install_release # here, before it starts: the stages after it find it installed
+      beside_log=$(mktemp /tmp/idem-beside.XXXXXX)
+      (timed "$stage (pg$PG_MAJOR)" "${run[@]}") >"$beside_log" 2>&1 &
+      beside_pid=$!
+      echo "=== stage $stage (pg$PG_MAJOR): started, beside the stages after it"
+      continue
     fi
+    timed "$stage (pg$PG_MAJOR)" "${run[@]}"
   done
+  [ -n "$beside_pid" ] || return 0
+  wait "$beside_pid" || beside_status=$?
+  cat "$beside_log"; rm -f "$beside_log"
+  return "$beside_status"
 }
 
 # Inside a major's root (or when the caller picked one PG_CONFIG on purpose): just this major.
@@ -249,24 +280,33 @@ picks() {
   done
 }
 
-# On a fresh machine the Debian roots (17, 18) and Citus must be built before their majors' stages: set-up, not
-# tests, so it runs in the background while the host's stages run, and its output is shown when the first major
-# that needs it starts. debootstrap is installed here first: two apt runs on the host would collide.
+# Before the other majors' stages, set-up that is not a test: on a fresh machine the Debian roots (17, 18) and
+# Citus must be built, and every major's release build compiled. It runs in the background while the host's
+# stages run, at the lowest CPU priority: it takes the cores those stages leave idle (most of the HTTP and
+# Powertools stages' time is waiting), never theirs. Its output is shown when the first other major starts.
+# debootstrap is installed here first: two apt runs on the host would wait on each other.
 prepare_pid="" prepare_log=""
-roots_needed=() citus_needed=()
+roots_needed=() citus_needed=() builds_needed=()
 for major in ${PG_MAJORS:-$SUPPORTED_MAJORS}; do
   [ "$major" != "$host_major" ] && [ -n "$(picks "$major")" ] || continue
   [ "$(where_major "$major")" != root ] || roots_needed+=("$major")
   ! grep -qx citus <<<"$(picks "$major")" || citus_needed+=("$major")
+  # Every stage that runs on each major installs the release build: compiled here, it is only copied then.
+  [ -z "$(picks "$major" | grep -xE "$(echo $EVERY_MAJOR | tr ' ' '|')" || true)" ] || builds_needed+=("$major")
 done
-if ((${#roots_needed[@]})); then
-  bash scripts/apt_install.sh pg_root debootstrap
+if ((${#roots_needed[@]} + ${#builds_needed[@]})); then
+  ((${#roots_needed[@]} == 0)) || bash scripts/apt_install.sh pg_root debootstrap
   prepare_log=$(mktemp /tmp/idem-prepare.XXXXXX)
   (
     for major in "${roots_needed[@]}"; do bash scripts/pg_root.sh ensure "$major"; done
+    for major in "${builds_needed[@]}"; do
+      in_major "$major" bash scripts/setup.sh
+      in_major "$major" env IDEM_ONE_MAJOR=1 bash scripts/test.sh build
+    done
     for major in "${citus_needed[@]}"; do in_major "$major" bash scripts/citus.sh ensure; done
   ) >"$prepare_log" 2>&1 &
   prepare_pid=$!
+  renice -n 19 -p "$prepare_pid" >/dev/null # its children inherit it
   trap '[ -z "$prepare_pid" ] || kill "$prepare_pid" 2>/dev/null || true' EXIT # a stage failed before it was needed
 fi
 prepared() { # waits for the background set-up, shows what it said
@@ -284,8 +324,8 @@ for major in ${PG_MAJORS:-$SUPPORTED_MAJORS}; do
     run_here "${picked[@]}"
     continue
   fi
-  if [ -n "$prepare_pid" ] && [ "$(where_major "$major")" = root ]; then
-    timed "roots and Citus, built while the stages above ran" prepared
+  if [ -n "$prepare_pid" ]; then
+    timed "roots, builds and Citus, made while the stages above ran" prepared
   fi
   [ "$(where_major "$major")" = root ] && timed "root (pg$major)" bash scripts/pg_root.sh ensure "$major"
   timed "setup (pg$major)" in_major "$major" bash scripts/setup.sh
