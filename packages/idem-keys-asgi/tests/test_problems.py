@@ -11,7 +11,8 @@ ALL = [(problems.KEY_MISSING, 400, "key-missing", None), (problems.KEY_MALFORMED
        (problems.KEY_REUSED, 422, "key-reused", None), (problems.SCOPE_MISSING, 500, "scope-missing", None),
        (problems.STORE_FAILED, 500, "store-failed", None),
        (problems.STORE_UNAVAILABLE, 503, "store-unavailable", 1),
-       (problems.COMMIT_FAILED, 503, "commit-failed", 1)]
+       (problems.COMMIT_FAILED, 503, "commit-failed", 1),
+       (problems.COMMIT_UNKNOWN, 503, "commit-unknown", 1)]
 TITLES = {400: "Bad Request", 409: "Conflict", 413: "Content Too Large", 422: "Unprocessable Content", 500: "Internal Server Error",
           503: "Service Unavailable"}
 
@@ -45,3 +46,11 @@ def test_commit_failed_bytes():
     assert problems.COMMIT_FAILED.body() == (b'{"type":"about:blank","title":"Service Unavailable","status":503,'
                                              b'"detail":"the request\'s changes could not be committed: nothing was '
                                              b'done, retry with the same Idempotency-Key","code":"commit-failed"}')
+
+
+def test_commit_unknown_bytes():
+    """Transactional mode's COMMIT whose answer was lost, byte for byte as the other packages write it."""
+    assert problems.COMMIT_UNKNOWN.body() == (b'{"type":"about:blank","title":"Service Unavailable","status":503,'
+                                              b'"detail":"the request\'s changes may or may not have been '
+                                              b'committed: retry with the same Idempotency-Key to learn which",'
+                                              b'"code":"commit-unknown"}')

@@ -9,6 +9,7 @@ from datetime import timedelta
 
 import anyio
 import httpx
+import psycopg
 import pytest
 from psycopg.pq import TransactionStatus
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
@@ -20,6 +21,9 @@ from idem_keys_asgi import IdempotencyMiddleware
 from test_middleware import Handler, app_for, expect_problem, post, started
 
 pytestmark = pytest.mark.anyio
+COMMIT_UNKNOWN = (b'{"type":"about:blank","title":"Service Unavailable","status":503,"detail":"the request\'s changes '
+                  b'may or may not have been committed: retry with the same Idempotency-Key to learn which",'
+                  b'"code":"commit-unknown"}')
 COMMIT_FAILED = (b'{"type":"about:blank","title":"Service Unavailable","status":503,"detail":"the request\'s changes '
                  b'could not be committed: nothing was done, retry with the same Idempotency-Key",'
                  b'"code":"commit-failed"}')
@@ -36,12 +40,15 @@ async def tables(pool):
 
 
 @asynccontextmanager
-async def small_pool(database_url, size=1, autocommit=True):
+async def small_pool(database_url, size=1, autocommit=True, connection_class=psycopg.AsyncConnection,
+                     application_name=None):
     """A pool of `size` connections that gives up on a missing one after 2 s; on the way out, every connection
     must be back in it and idle: none leaked, none left in a transaction."""
     kwargs = {"autocommit": True} if autocommit else {}
+    if application_name:
+        kwargs["application_name"] = application_name
     async with AsyncConnectionPool(database_url, min_size=size, max_size=size, timeout=2, kwargs=kwargs,
-                                   open=False) as pool:
+                                   connection_class=connection_class, open=False) as pool:
         await pool.wait(timeout=5)
         yield pool
         async with asyncio.timeout(5):  # a rollback shielded from a cancellation may still be on its way
@@ -155,6 +162,41 @@ async def test_a_failed_commit_is_503_commit_failed_and_nothing_stays(database_u
     assert again.status_code == 201 and again.headers["idempotency-outcome"] == "claimed"  # nothing was stored
     assert "idempotent-replayed" not in again.headers
     assert await writes(pool, tenant) == [(key, "claimed")]  # the second's only
+
+
+@pytest.fixture
+async def commit_kills_the_session(pool):
+    """A table whose deferred constraint trigger ends its own session at COMMIT (pg_terminate_backend of itself):
+    the COMMIT's answer is FATAL 57P01 and a closed connection, and nothing is committed."""
+    async with pool.connection() as conn:
+        await conn.execute("CREATE TABLE IF NOT EXISTS asgi_tx_commit_kill (tenant text NOT NULL)")
+        await conn.execute("CREATE OR REPLACE FUNCTION asgi_tx_end_own_session() RETURNS trigger LANGUAGE plpgsql "
+                           "AS $$ BEGIN PERFORM pg_terminate_backend(pg_backend_pid()); RETURN NULL; END $$")
+        await conn.execute("DROP TRIGGER IF EXISTS asgi_tx_end_own_session ON asgi_tx_commit_kill")
+        await conn.execute("CREATE CONSTRAINT TRIGGER asgi_tx_end_own_session AFTER INSERT ON asgi_tx_commit_kill "
+                           "DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION asgi_tx_end_own_session()")
+
+
+async def test_a_commit_whose_answer_is_lost_is_503_commit_unknown(database_url, pool, tables, tenant,
+                                                                   commit_kills_the_session, caplog):
+    async def session_ends_at_commit(request, attempt):
+        await attempt.connection.execute("INSERT INTO asgi_tx_commit_kill VALUES (%s)", (tenant,))
+        return Response(b"paid", 201)
+    async with small_pool(database_url) as one:
+        handler, key = Handler(writing(session_ends_at_commit)), fresh_key()
+        async with client_for(tx_app(handler, one)) as client:
+            unknown = await post(client, tenant, key)
+            handler.answer = writing()
+            again = await post(client, tenant, key)  # it did not commit: the retry runs afresh
+            later = await post(client, tenant, fresh_key())  # the lost connection was replaced, not reused
+    assert unknown.status_code == 503 and unknown.content == COMMIT_UNKNOWN
+    assert unknown.headers["content-type"] == "application/problem+json"
+    assert unknown.headers["retry-after"] == "1" and unknown.headers["idempotency-outcome"] == "claimed"
+    assert "outcome of the commit of the 201 answer is unknown" in caplog.text
+    assert again.status_code == 201 and again.headers["idempotency-outcome"] == "claimed"
+    assert "idempotent-replayed" not in again.headers
+    assert later.status_code == 201
+    assert [row for row in await writes(pool, tenant) if row[0] == key] == [(key, "claimed")]
 
 
 async def test_an_answer_that_cannot_be_stored_rolls_everything_back(database_url, pool, tables, tenant):

@@ -14,6 +14,9 @@ from django.test import Client
 from conftest import client, expect_problem, fresh_key, in_thread, post, stored, writes
 from test_middleware import started, use
 
+COMMIT_UNKNOWN = (b'{"type":"about:blank","title":"Service Unavailable","status":503,"detail":"the request\'s changes '
+                  b'may or may not have been committed: retry with the same Idempotency-Key to learn which",'
+                  b'"code":"commit-unknown"}')
 COMMIT_FAILED = (b'{"type":"about:blank","title":"Service Unavailable","status":503,"detail":"the request\'s changes '
                  b'could not be committed: nothing was done, retry with the same Idempotency-Key",'
                  b'"code":"commit-failed"}')
@@ -144,6 +147,61 @@ def test_a_failed_commit_is_503_commit_failed(mode, handler, tenant):
     assert writes(tenant) == [] and stored(tenant, key) is None
     handler.answer = writing()
     assert post(c, tenant, key)["Idempotency-Outcome"] == "claimed"
+
+
+@pytest.fixture(scope="session")
+def commit_kills_the_session(django_db_blocker):
+    """A table whose deferred constraint trigger ends its own session at COMMIT (pg_terminate_backend of itself):
+    the COMMIT's answer is FATAL 57P01 and a closed connection, and nothing is committed."""
+    with django_db_blocker.unblock():
+        with connections["default"].cursor() as cursor:
+            cursor.execute("CREATE TABLE IF NOT EXISTS django_tx_commit_kill (tenant text NOT NULL)")
+            cursor.execute("CREATE OR REPLACE FUNCTION django_tx_end_own_session() RETURNS trigger LANGUAGE "
+                           "plpgsql AS $$ BEGIN PERFORM pg_terminate_backend(pg_backend_pid()); RETURN NULL; END $$")
+            cursor.execute("DROP TRIGGER IF EXISTS django_tx_end_own_session ON django_tx_commit_kill")
+            cursor.execute("CREATE CONSTRAINT TRIGGER django_tx_end_own_session AFTER INSERT ON "
+                           "django_tx_commit_kill DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION "
+                           "django_tx_end_own_session()")
+        connections.close_all()
+
+
+def test_a_commit_whose_answer_is_lost_is_503_commit_unknown(mode, handler, tenant, commit_kills_the_session,
+                                                             caplog):
+    def session_ends_at_commit(request, attempt):
+        with connections[attempt.using].cursor() as cursor:
+            cursor.execute("INSERT INTO django_tx_commit_kill VALUES (%s)", (tenant,))
+        return HttpResponse(b"paid", status=201)
+    handler.answer = writing(session_ends_at_commit)
+    c, key = client(), fresh_key()
+    unknown = post(c, tenant, key)
+    assert unknown.status_code == 503 and unknown.content == COMMIT_UNKNOWN and unknown["Retry-After"] == "1"
+    assert unknown["Idempotency-Outcome"] == "claimed"
+    assert "outcome of the commit of the 201 answer is unknown" in caplog.text
+    handler.answer = writing()
+    again = post(c, tenant, key)  # it did not commit: the retry runs afresh
+    assert again.status_code == 201 and again["Idempotency-Outcome"] == "claimed" and "Idempotent-Replayed" not in again
+    assert post(c, tenant, fresh_key()).status_code == 201  # the lost connection was replaced
+    assert [row for row in writes(tenant) if row[0] == key] == [(key, "claimed")]
+
+
+@pytest.mark.parametrize("error", [RuntimeError("the hook failed"), DatabaseError("the hook's query failed")],
+                         ids=["RuntimeError", "DatabaseError"])
+def test_an_on_commit_hook_that_raises_leaves_the_answer_committed(mode, handler, tenant, error, caplog):
+    """Django runs on_commit hooks after the COMMIT and lets a hook's exception through: the request is committed,
+    so its stored answer is the one to send."""
+    def hooked(request, attempt):
+        def hook():
+            raise error
+        transaction.on_commit(hook, using=attempt.using)
+        return HttpResponse(b"paid", status=201, headers={"Location": "/pay/1"})
+    handler.answer = writing(hooked)
+    c, key = client(), fresh_key()
+    first = post(c, tenant, key)
+    assert first.status_code == 201 and first.content == b"paid" and first["Idempotency-Outcome"] == "claimed"
+    assert "the 201 answer is committed, but an on_commit hook raised" in caplog.text
+    again = post(c, tenant, key)
+    assert again.content == b"paid" and again["Idempotent-Replayed"] == "true" and handler.runs == 1
+    assert writes(tenant) == [(key, "claimed")]
 
 
 def test_an_answer_too_large_rolls_back_and_frees_the_key(mode, handler, tenant):

@@ -2,7 +2,6 @@
 the handler's answer until it is stored. The rules it follows are docs/integrations.md's."""
 from __future__ import annotations
 
-import asyncio
 import inspect
 import logging
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
@@ -89,8 +88,6 @@ class IdempotencyMiddleware:
             raise TypeError("transactional: pool= must be a psycopg_pool.AsyncConnectionPool (async getconn and "
                             f"putconn), not {type(pool).__name__}")
         self._transactional = transactional
-        # Rollbacks that must finish even when the request is cancelled, held here so none is collected midway.
-        self._cleanups: set[asyncio.Task[None]] = set()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"].upper() not in self._methods:
@@ -136,7 +133,7 @@ class IdempotencyMiddleware:
                 claim = await store.claim(self._pool, tenant, key, request, self._lease, self._wait)
         except BaseException as e:
             if tx is not None:
-                await self._roll_back(tx, e)
+                await tx.end()
             if not isinstance(e, psycopg.Error):
                 raise
             self._log.warning("idempotency: claim of %r in %r failed: %s", key, tenant, e)
@@ -148,7 +145,7 @@ class IdempotencyMiddleware:
             await self._run(scope, body, receive, send, attempt, tx)
             return
         if tx is not None:
-            await tx.rollback()  # a replay, a duplicate, a mismatch: the claim wrote nothing
+            await tx.end()  # a replay, a duplicate, a mismatch: the claim wrote nothing
         if claim.outcome == "replay":
             await self._replay(send, claim)
         elif claim.outcome == "in_progress":
@@ -182,27 +179,33 @@ class IdempotencyMiddleware:
             return await receive()
 
         try:
-            await self.app(_without_response_extensions(scope), replay_receive, answer.send)
-        except BaseException as e:
-            if tx is not None:
-                if not tx.ended:
-                    await self._end_after_exception(tx, attempt, e)
-            elif isinstance(e, Exception) and not answer.settled and not attempt.unsettled:
-                # Raised before a complete answer: the handler promises nothing happened, so the key goes back.
-                # An exception after it (a background task) leaves the settled key alone. Cancellation is not
-                # caught: the outcome is unknown, so the claim runs out its lease.
-                await self._release(attempt)
-            raise
-        if not answer.settled:
-            # The app returned without a whole answer (a stream cut short). It may have done its work, so the key
-            # is not released: it runs out its lease and the next request recovers it. In a transaction, what it
-            # did in the database is rolled back with the claim instead: nothing is left to recover.
-            self._log.error("idempotency: %r in %r: the app returned without a complete answer", attempt.key,
-                            attempt.scope)
-            if tx is not None:
-                await tx.rollback()
-            if not answer.started:
-                await self._problem(send, problems.STORE_FAILED, attempt.outcome)
+            try:
+                await self.app(_without_response_extensions(scope), replay_receive, answer.send)
+            except BaseException as e:
+                if tx is not None:
+                    if not tx.ended:
+                        await self._end_after_exception(tx, attempt, e)
+                elif isinstance(e, Exception) and not answer.settled and not attempt.unsettled:
+                    # Raised before a complete answer: the handler promises nothing happened, so the key goes
+                    # back. An exception after it (a background task) leaves the settled key alone. Cancellation
+                    # is not caught: the outcome is unknown, so the claim runs out its lease.
+                    await self._release(attempt)
+                raise
+            if not answer.settled:
+                # The app returned without a whole answer (a stream cut short). It may have done its work, so the
+                # key is not released: it runs out its lease and the next request recovers it. In a transaction,
+                # what it did in the database is rolled back with the claim instead: nothing is left to recover.
+                self._log.error("idempotency: %r in %r: the app returned without a complete answer", attempt.key,
+                                attempt.scope)
+                if tx is not None:
+                    await tx.end()
+                if not answer.started:
+                    await self._problem(send, problems.STORE_FAILED, attempt.outcome)
+        finally:
+            if tx is not None and not tx.ended:
+                # Whatever cut the settling short (an app that swallowed the cancellation of its answer's send):
+                # the connection still goes back, rolled back.
+                await tx.end()
 
     async def _settle(self, send: Send, attempt: Attempt, start: Message, body: bytes,
                       tx: store.Transaction | None) -> None:
@@ -239,32 +242,57 @@ class IdempotencyMiddleware:
                          body: bytes) -> Problem | None:
         """Transactional mode: the answer is stored in the transaction that holds the claim and the handler's
         work, and the client hears of it only once that transaction committed."""
+        if tx.connection.closed:
+            # Lost before its COMMIT was sent (the handler went on after a failed statement): PostgreSQL rolled it
+            # all back with the connection.
+            self._log.error("idempotency: %r in %r: the connection was lost before the commit, nothing was "
+                            "committed; the %d answer is not stored", attempt.key, attempt.scope, status)
+            await tx.end()
+            return problems.STORE_FAILED
         if tx.status not in (TransactionStatus.INTRANS, TransactionStatus.INERROR):
             # The handler committed or rolled back the middleware's transaction: what is committed is not known.
             self._log.error("idempotency: %r in %r: the handler ended the middleware's transaction itself; the %d "
                             "answer is not stored", attempt.key, attempt.scope, status)
-            await tx.rollback()
+            await tx.end()
             return problems.STORE_FAILED
         if attempt.unsettled:
             pass  # its work and the claim commit; the key is recovered once the lease ends
         elif status in self._retryable:
-            await tx.rollback()  # its work and the claim vanish: the key is free at once
+            await tx.end()  # rolled back: its work and the claim vanish, the key is free at once
             return None
         else:
             try:
                 await store.finish_in(tx, attempt.scope, attempt.key, attempt.token, status, body,
                                       self._headers_to_store(start), self._retention)
             except psycopg.Error as e:
-                await tx.rollback()
+                await tx.end()
                 return self._finish_failed(attempt, status, e)
+        return await self._commit(tx, attempt, f"the {status} answer")
+
+    async def _commit(self, tx: store.Transaction, attempt: Attempt, what: str) -> Problem | None:
+        """Commits tx and gives its connection back. The problem to answer when the COMMIT did not succeed:
+        commit-failed when the server's answer proves it rolled back, commit-unknown when its answer was lost."""
         try:
             await tx.commit()
         except psycopg.Error as e:
-            # A serialization failure, a deferred constraint, a lost connection, a read-only standby: nothing of
-            # the request stays, so the retry runs it again.
-            self._log.warning("idempotency: %r in %r: the transaction of the %d answer could not be committed, "
-                              "nothing was done: %s", attempt.key, attempt.scope, status, e)
+            if store.commit_outcome_unknown(e):
+                self._log.error("idempotency: %r in %r: the outcome of the commit of %s is unknown (%s): it may or "
+                                "may not have committed; a retry with the same Idempotency-Key replays the stored "
+                                "answer if it did, or runs the request afresh if it did not", attempt.key,
+                                attempt.scope, what, e)
+                return problems.COMMIT_UNKNOWN
+            # A serialization failure, a deferred constraint, a read-only standby: nothing of the request stays,
+            # so the retry runs it again.
+            self._log.warning("idempotency: %r in %r: the transaction of %s could not be committed, nothing was "
+                              "done: %s", attempt.key, attempt.scope, what, e)
             return problems.COMMIT_FAILED
+        except BaseException:
+            # Cancelled while the COMMIT ran: the server may have committed before the cancellation reached it.
+            self._log.error("idempotency: %r in %r: cancelled during the commit of %s, whose outcome is unknown; a "
+                            "retry with the same Idempotency-Key tells", attempt.key, attempt.scope, what)
+            raise
+        finally:
+            await tx.end()
         return None
 
     def _finish_failed(self, attempt: Attempt, status: int, e: psycopg.Error) -> Problem:
@@ -285,27 +313,9 @@ class IdempotencyMiddleware:
         free at once. Unless it left the key unsettled first (its outcome is unknown, say outside the database):
         then the claim commits as it asked, unfinished, and the key is recovered once its lease ends."""
         if attempt.unsettled and isinstance(e, Exception):
-            try:
-                await tx.commit()
-            except psycopg.Error as commit_error:
-                self._log.warning("idempotency: %r in %r: the unsettled claim could not be committed, the key is "
-                                  "free: %s", attempt.key, attempt.scope, commit_error)
+            await self._commit(tx, attempt, "the unsettled claim")  # logged; the exception goes on
             return
-        await self._roll_back(tx, e)
-
-    async def _roll_back(self, tx: store.Transaction, e: BaseException) -> None:
-        """Rolls tx back after e. A cancelled request (not an Exception) may be cancelled again at every await,
-        so its rollback runs as a task of its own, shielded: the connection never stays out of the pool."""
-        if isinstance(e, Exception):
-            await tx.rollback()
-            return
-        cleanup = asyncio.ensure_future(tx.rollback())
-        self._cleanups.add(cleanup)
-        cleanup.add_done_callback(self._cleanups.discard)
-        try:
-            await asyncio.shield(cleanup)
-        except BaseException:
-            pass  # cancelled once more: the task goes on alone, and the caller raises e anyway
+        await tx.end()
 
     async def _release(self, attempt: Attempt) -> None:
         try:

@@ -43,6 +43,8 @@ STORE_UNAVAILABLE = Problem(503, "store-unavailable", "the idempotency store cou
                             "done", retry_after=1)
 COMMIT_FAILED = Problem(503, "commit-failed", "the request's changes could not be committed: nothing was done, retry "
                         "with the same Idempotency-Key", retry_after=1)
+COMMIT_UNKNOWN = Problem(503, "commit-unknown", "the request's changes may or may not have been committed: retry "
+                         "with the same Idempotency-Key to learn which", retry_after=1)
 LEASE_LOST = Problem(409, "lease-lost", "this request ran past its claim and another request took the key over: "
                      "retry to get that one's answer", retry_after=1)
 

@@ -5,14 +5,15 @@ on the request's own connection, inside the transaction that also holds the hand
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 import psycopg
 from psycopg.pq import TransactionStatus
+
+from . import checkout
 
 if TYPE_CHECKING:
     from psycopg_pool import AsyncConnectionPool
@@ -59,22 +60,10 @@ class Request:
         return self.method.encode("ascii") + b" " + self.target + b"\n" + self.body
 
 
-@asynccontextmanager
-async def _statement(pool: AsyncConnectionPool[Any]) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
-    """A connection whose statement commits on its own: as it is on an autocommit pool (recommended), or
-    wrapped in a transaction of its own when the pool's connections are not autocommit."""
-    async with pool.connection() as conn:
-        if conn.autocommit:
-            yield conn
-        else:
-            async with conn.transaction():
-                yield conn
-
-
 async def claim(pool: AsyncConnectionPool[Any], scope: str, key: str, request: Request,
                 lease: Interval | None, wait: Interval | None) -> Claim:
     async def run(sql: str, params: tuple[Any, ...]) -> Claim:
-        async with _statement(pool) as conn:
+        async with checkout.statement(pool) as conn:
             return await _claim(conn, sql, params)
 
     return await _claim_either(run, None, scope, key, request, lease, wait)
@@ -133,7 +122,7 @@ def _as_text(body: bytes) -> str | None:
 
 async def finish(pool: AsyncConnectionPool[Any], scope: str, key: str, token: int, status: int, body: bytes,
                  headers: Mapping[str, str], retention: Interval | None) -> None:
-    async with _statement(pool) as conn:
+    async with checkout.statement(pool) as conn:
         await _finish(conn, scope, key, token, status, body, headers, retention)
 
 
@@ -149,7 +138,7 @@ async def _finish(conn: psycopg.AsyncConnection[Any], scope: str, key: str, toke
 
 async def release(pool: AsyncConnectionPool[Any], scope: str, key: str, token: int) -> bool:
     """False when the token no longer owns the key: another request took it over, nothing to give back."""
-    async with _statement(pool) as conn:
+    async with checkout.statement(pool) as conn:
         cur = await conn.execute(_RELEASE, (scope, key, token))
         row = await cur.fetchone()
     return bool(row and row[0])
@@ -157,9 +146,8 @@ async def release(pool: AsyncConnectionPool[Any], scope: str, key: str, token: i
 
 class Transaction:
     """One request's transaction on one connection taken from the pool (transactional mode): the claim, the
-    handler's work and the finish commit together, once, or not at all. `commit` and `rollback` end it and give the
-    connection back; a connection whose ROLLBACK failed is closed instead, so the pool replaces it rather than hand
-    out a connection still in a transaction."""
+    handler's work and the finish commit together, once, or not at all. `commit` commits; `end` rolls back
+    whatever is still open and gives the connection back, and must follow every `take`, whatever happened."""
 
     def __init__(self, pool: AsyncConnectionPool[Any], conn: psycopg.AsyncConnection[Any]) -> None:
         self._pool = pool
@@ -172,8 +160,7 @@ class Transaction:
         return cls(pool, await pool.getconn())
 
     async def begin(self) -> None:
-        """Begins the transaction at the pool's default isolation. On failure the caller rolls back, which gives
-        the connection back."""
+        """Begins the transaction at the pool's default isolation."""
         # Without autocommit psycopg opens the transaction itself with the first statement (with the connection's
         # own isolation_level, if the pool's configure set one); an autocommit connection needs a BEGIN.
         if self.connection.autocommit:
@@ -189,35 +176,37 @@ class Transaction:
         return self.connection.info.transaction_status
 
     async def commit(self) -> None:
-        """Commits and gives the connection back. On failure (psycopg.Error) nothing was committed and the
-        transaction is over all the same (rolled back, or the connection closed)."""
-        try:
-            if self.status == TransactionStatus.INERROR:
-                # A COMMIT there would answer ROLLBACK without an error: say what it would have done.
-                raise psycopg.errors.InFailedSqlTransaction(
-                    "the transaction was aborted by an earlier error: COMMIT would roll it back")
-            if self.status != TransactionStatus.INTRANS:
-                # The handler ended the transaction itself (COMMIT, ROLLBACK): whatever it committed is not what
-                # the middleware was asked to commit, and the claim may be gone.
-                raise psycopg.ProgrammingError("the transaction was ended by the handler, not by the middleware")
-            await self.connection.commit()
-        except BaseException:
-            await self.rollback()
-            raise
-        await self._give_back()
+        """Commits. Raises psycopg.Error when it did not, or may not have (`commit_outcome_unknown` tells which);
+        `end` gives the connection back either way."""
+        if self.status == TransactionStatus.INERROR:
+            # A COMMIT there would answer ROLLBACK without an error: say what it would have done.
+            raise psycopg.errors.InFailedSqlTransaction(
+                "the transaction was aborted by an earlier error: COMMIT would roll it back")
+        if self.status != TransactionStatus.INTRANS:
+            # The handler ended the transaction itself (COMMIT, ROLLBACK), or the connection is gone: whatever was
+            # committed is not what the middleware was asked to commit, and the claim may be gone.
+            raise psycopg.ProgrammingError("the transaction was ended by the handler or with its connection, not "
+                                           "by the middleware")
+        await self.connection.commit()
 
-    async def rollback(self) -> None:
-        """Rolls back (nothing written stays) and gives the connection back; never raises psycopg.Error."""
+    async def end(self) -> None:
+        """Rolls back what is still open (nothing written stays) and gives the connection back, idle or closed,
+        once. Never raises psycopg.Error, and finishes even when the request is cancelled meanwhile (the
+        cancellation goes on after it has begun)."""
         if self.ended:
             return
-        try:
-            await self.connection.rollback()  # nothing to send when the transaction is already over
-        except psycopg.Error:
-            # Never back into the pool still in a transaction (or broken): closed, the pool replaces it.
-            await self.connection.close()
-        await self._give_back()
+        self.ended = True
+        await checkout.give_back(self._pool, self.connection)
 
-    async def _give_back(self) -> None:
-        if not self.ended:
-            self.ended = True
-            await self._pool.putconn(self.connection)
+
+def commit_outcome_unknown(error: psycopg.Error) -> bool:
+    """Whether a failed COMMIT may have committed all the same. An error the server sent proves a rollback,
+    except class 08 (connection exception) and 57P01-57P03 (the server shut the session down: its answer to the
+    COMMIT is not the COMMIT's outcome). No SQLSTATE means no answer: the connection was lost or closed while the
+    COMMIT ran."""
+    code = error.sqlstate
+    return code is None or code.startswith("08") or code in _SESSION_SHUT_DOWN
+
+
+# admin_shutdown, crash_shutdown, cannot_connect_now.
+_SESSION_SHUT_DOWN = frozenset({"57P01", "57P02", "57P03"})

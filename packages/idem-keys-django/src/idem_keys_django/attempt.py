@@ -18,6 +18,8 @@ class Attempt:
     transactional: bool  # the claim, the view's SQL on `using` and the answer commit together
     _unsettled: bool = field(default=False, init=False, repr=False)
     _raised: bool = field(default=False, init=False, repr=False)  # the view raised; Django answered its 500
+    _error: BaseException | None = field(default=None, init=False, repr=False)  # what it raised
+    _committed: bool = field(default=False, init=False, repr=False)  # transactional: its COMMIT succeeded
     _atomic: Any = field(default=None, repr=False, kw_only=True)  # transactional: the open transaction.atomic
 
     @property
@@ -35,3 +37,6 @@ class Attempt:
     @property
     def unsettled(self) -> bool:
         return self._unsettled
+
+    def _note_committed(self) -> None:
+        self._committed = True

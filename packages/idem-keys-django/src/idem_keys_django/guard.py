@@ -4,6 +4,7 @@ when the view raised."""
 from __future__ import annotations
 
 import logging
+import sys
 from typing import Any
 
 from django.core.exceptions import RequestDataTooBig
@@ -15,7 +16,7 @@ from django.http import HttpRequest, HttpResponse, UnreadablePostError
 from django.http.response import HttpResponseBase
 from psycopg.pq import TransactionStatus
 
-from . import problems, store
+from . import commit, problems, store
 from .attempt import Attempt
 from .conf import FRAMING_HEADERS, Options
 from .keys import parse_idempotency_key
@@ -48,13 +49,15 @@ class Guard:
 
     # ---- before the view ---------------------------------------------------------------------------------------
 
-    def begin(self, request: HttpRequest, scope_request: Any = None) -> Attempt | HttpResponseBase | None:
+    def begin(self, request: HttpRequest, scope_request: Any = None,
+              transactional: bool | None = None) -> Attempt | HttpResponseBase | None:
         """None: the request is not for this guard (another method, or no key where none is required): run the
         view untouched. A response: send it instead of running the view (a problem, or the first answer's
         replay). An Attempt: the key is claimed (in transactional mode inside the request's transaction, now open
         on the alias' connection): run the view, then `finish` with its answer, or `abort` if it raised.
 
-        `scope_request` is what the scope function gets, when it is not `request` (DRF's Request)."""
+        `scope_request` is what the scope function gets, when it is not `request` (DRF's Request).
+        `transactional` overrides the options' mode for this request (a view outside ATOMIC_REQUESTS)."""
         if not self.covers(request):
             return None
         field = request.META.get(_KEY_META)
@@ -74,7 +77,7 @@ class Guard:
             return body.response()
         fingerprint = store.Request(str(request.method), _target(request), body, _is_json(request.META))
         connection = connections[self.alias]
-        if self.options.transactional:
+        if self.options.transactional if transactional is None else transactional:
             return self._claim_in_transaction(connection, tenant, key, fingerprint)
         try:
             claim = store.claim(connection, tenant, key, fingerprint, self.options.lease, self.options.wait)
@@ -102,13 +105,17 @@ class Guard:
         try:
             claim = self._claim_in(connection, atomic, tenant, key, fingerprint)
         except BaseException as e:
-            atomic.__exit__(type(e), e, e.__traceback__)
+            _roll_back(atomic, e)
             if not isinstance(e, DatabaseError):
                 raise
             self._log.warning("idempotency: claim of %r in %r failed: %s", key, tenant, e)
             return problems.STORE_UNAVAILABLE.response()
         if claim.outcome in ("claimed", "recovered") and claim.token is not None:
-            return Attempt(tenant, key, claim.outcome, claim.token, self.alias, True, _atomic=atomic)
+            attempt = Attempt(tenant, key, claim.outcome, claim.token, self.alias, True, _atomic=atomic)
+            # The first of the transaction's on_commit hooks, so it runs before any of the view's: once it has
+            # run, the COMMIT succeeded, whatever a later hook raises (commit.py).
+            transaction.on_commit(attempt._note_committed, using=self.alias)
+            return attempt
         _roll_back(atomic)  # a replay, a duplicate, a mismatch: the claim wrote nothing
         return self._answer(claim)
 
@@ -121,7 +128,8 @@ class Guard:
                 # block goes on around it none the wiser.
                 raw = connection.connection
                 assert raw is not None and not connection.savepoint_ids
-                raw.rollback()
+                with connection.wrap_database_errors:  # a lost connection is Django's error, and noted as one
+                    raw.rollback()
             return store.claim(connection, tenant, key, fingerprint, self.options.lease, self.options.wait, restart)
         # Inside a TestCase's transaction (tests of an application): a savepoint stands in for the restart.
         savepoint = connection.savepoint()
@@ -199,13 +207,21 @@ class Guard:
         connection = connections[attempt.using]
         status = response.status_code
         if attempt._raised:
+            commit.explain(self._log, attempt, attempt._error)
             if attempt.unsettled:
-                self._commit_unsettled(attempt, atomic)
+                commit.commit(self._log, attempt, atomic, "the unsettled claim")  # logged; Django's 500 goes on
             else:
                 _roll_back(atomic)  # its work and the claim vanish: the key is free at once
             return response
         try:
             state = _transaction_status(connection)
+            if state == TransactionStatus.UNKNOWN:
+                # Lost before its COMMIT was sent (the view went on after a failed statement): PostgreSQL rolled
+                # it all back with the connection.
+                self._log.error("idempotency: %r in %r: the connection was lost before the commit, nothing was "
+                                "committed; the %d answer is not stored", attempt.key, attempt.scope, status)
+                _roll_back(atomic)
+                return problems.STORE_FAILED.response()
             if state not in (TransactionStatus.INTRANS, TransactionStatus.INERROR):
                 # The view ended the transaction itself (a raw COMMIT or ROLLBACK): what is committed is not known.
                 self._log.error("idempotency: %r in %r: the view ended the request's transaction itself; the %d "
@@ -238,17 +254,10 @@ class Guard:
                                   "done", attempt.key, attempt.scope, status)
                 return problems.COMMIT_FAILED.response()
         except BaseException as e:
-            atomic.__exit__(type(e), e, e.__traceback__)
+            _roll_back(atomic, e)
             raise
-        try:
-            atomic.__exit__(None, None, None)  # COMMIT; on failure Django has rolled back already
-        except DatabaseError as e:
-            # A serialization failure, a deferred constraint, a lost connection, a read-only standby: nothing of
-            # the request stays, so the retry runs it again.
-            self._log.warning("idempotency: %r in %r: the transaction of the %d answer could not be committed, "
-                              "nothing was done: %s", attempt.key, attempt.scope, status, e)
-            return problems.COMMIT_FAILED.response()
-        return response
+        problem = commit.commit(self._log, attempt, atomic, f"the {status} answer")
+        return response if problem is None else problem.response()
 
     def abort(self, attempt: Attempt, error: BaseException) -> None:
         """The view raised before its answer (the exception goes on after this): its key is released, in
@@ -259,19 +268,13 @@ class Guard:
         if attempt.transactional:
             if atomic is None:
                 return
+            commit.explain(self._log, attempt, error)
             if attempt.unsettled and isinstance(error, Exception):
-                self._commit_unsettled(attempt, atomic)
+                commit.commit(self._log, attempt, atomic, "the unsettled claim")  # logged; the exception goes on
             else:
-                atomic.__exit__(type(error), error, error.__traceback__)
+                _roll_back(atomic, error)
         elif isinstance(error, Exception) and not attempt.unsettled:
             self._release(attempt)
-
-    def _commit_unsettled(self, attempt: Attempt, atomic: transaction.Atomic) -> None:
-        try:
-            atomic.__exit__(None, None, None)
-        except DatabaseError as e:
-            self._log.warning("idempotency: %r in %r: the unsettled claim could not be committed, the key is free: "
-                              "%s", attempt.key, attempt.scope, e)
 
     def _finish_failed(self, attempt: Attempt, status: int, e: DatabaseError) -> Problem:
         if store.sqlstate(e) == store.LEASE_LOST_SQLSTATE:
@@ -303,9 +306,16 @@ class Guard:
         return stored
 
 
-def _roll_back(atomic: transaction.Atomic) -> None:
-    """Ends the request's atomic block with a ROLLBACK (a connection whose ROLLBACK failed is closed by Django)."""
-    atomic.__exit__(_RollBack, _ROLL_BACK, None)
+def _roll_back(atomic: transaction.Atomic, error: BaseException = _ROLL_BACK) -> None:
+    """Ends the request's atomic block with a ROLLBACK, once (a second call does nothing). Django closes a
+    connection whose ROLLBACK failed, then connects again to restore autocommit; when the server is away that
+    raises, but the transaction is over all the same, and the next statement connects afresh."""
+    if atomic not in transaction.get_connection(atomic.using).atomic_blocks:
+        return
+    try:
+        atomic.__exit__(type(error), error, error.__traceback__)
+    except DatabaseError:
+        pass
 
 
 def _transaction_status(connection: BaseDatabaseWrapper) -> TransactionStatus | None:
@@ -375,6 +385,7 @@ def _note_exception(sender: Any, request: Any = None, **kwargs: Any) -> None:
     attempt = getattr(request, "idempotency", None)
     if isinstance(attempt, Attempt):
         attempt._raised = True
+        attempt._error = sys.exc_info()[1]  # sent from inside Django's except block
 
 
 got_request_exception.connect(_note_exception, dispatch_uid="idem_keys_django.guard.note_exception")

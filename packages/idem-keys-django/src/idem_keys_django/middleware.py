@@ -6,9 +6,11 @@ from collections.abc import Callable
 
 from django.http import HttpRequest
 from django.http.response import HttpResponseBase
+from django.urls import Resolver404, resolve
 
 from . import conf
 from .attempt import Attempt
+from .exemption import non_atomic_requests_of
 from .guard import Guard
 
 
@@ -20,7 +22,8 @@ class IdempotencyMiddleware:
     In transactional mode (IDEM_KEYS["TRANSACTIONAL"], or the database's ATOMIC_REQUESTS) it opens the request's
     transaction itself, around the claim, the rest of the chain, the view and the stored answer, and commits it
     before the answer leaves, so a failed COMMIT can still be answered `503 commit-failed`. With ATOMIC_REQUESTS,
-    Django's own atomic block around the view runs inside it, as a savepoint.
+    Django's own atomic block around the view runs inside it, as a savepoint. A view marked
+    `transaction.non_atomic_requests` for the alias runs in the default mode instead (exemption.py).
 
     Sync only: Django runs it in a thread under an ASGI server, and calls an async view from it with
     async_to_sync, whose database calls (the async ORM) come back to this thread, and so to its connection."""
@@ -37,7 +40,7 @@ class IdempotencyMiddleware:
     def __call__(self, request: HttpRequest) -> HttpResponseBase:
         if self._paths is not None and not any(p.match(request.path_info) for p in self._paths):
             return self.get_response(request)
-        started = self._guard.begin(request)
+        started = self._guard.begin(request, transactional=self._transactional_for(request))
         if started is None:
             return self.get_response(request)
         if not isinstance(started, Attempt):
@@ -51,3 +54,14 @@ class IdempotencyMiddleware:
             self._guard.abort(started, e)
             raise
         return self._guard.finish(started, response)
+
+    def _transactional_for(self, request: HttpRequest) -> bool:
+        """The mode, unless the view the request goes to was taken out of ATOMIC_REQUESTS for the alias by its
+        author: Django resolves the URL only after the middleware chain has begun, so it is resolved here too."""
+        if not self._guard.options.transactional:
+            return False
+        try:
+            match = resolve(request.path_info, getattr(request, "urlconf", None))
+        except Resolver404:
+            return True  # Django's 404, in the transaction like any answer
+        return self._guard.alias not in non_atomic_requests_of(match.func)

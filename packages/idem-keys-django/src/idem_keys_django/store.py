@@ -6,11 +6,14 @@ request's transaction.atomic block, which also holds the view's work."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from django.db import DatabaseError
 from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.backends.utils import CursorWrapper
 
 from .conf import Interval
 
@@ -83,7 +86,7 @@ def claim(connection: BaseDatabaseWrapper, scope: str, key: str, request: Reques
 
 
 def _claim(connection: BaseDatabaseWrapper, sql: str, params: tuple[Any, ...]) -> Claim:
-    with connection.cursor() as cursor:
+    with _cursor(connection) as cursor:
         cursor.execute(sql, params)
         row = cursor.fetchone()
     if row is None:  # a SELECT of one function call always returns one row
@@ -109,13 +112,29 @@ def _as_text(body: bytes) -> str | None:
 def finish(connection: BaseDatabaseWrapper, scope: str, key: str, token: int, status: int, body: bytes,
            headers: Mapping[str, str], retention: Interval | None) -> None:
     params: tuple[Any, ...] = (scope, key, token, status, body or None, json.dumps(headers), retention)
-    with connection.cursor() as cursor:
+    with _cursor(connection) as cursor:
         cursor.execute(_FINISH, params)
 
 
 def release(connection: BaseDatabaseWrapper, scope: str, key: str, token: int) -> bool:
     """False when the token no longer owns the key: another request took it over, nothing to give back."""
-    with connection.cursor() as cursor:
+    with _cursor(connection) as cursor:
         cursor.execute(_RELEASE, (scope, key, token))
         row = cursor.fetchone()
     return bool(row and row[0])
+
+
+@contextmanager
+def _cursor(connection: BaseDatabaseWrapper) -> Iterator[CursorWrapper]:
+    """A cursor of the connection. A statement that failed because the connection is gone (the server restarted,
+    or ended the session) closes it at once, outside an atomic block (inside one, leaving the block does): Django
+    would only at the end of the request (close_if_unusable_or_obsolete, on the request_finished signal), and
+    not at all where nothing sends that signal, handing the dead connection to every later statement."""
+    try:
+        with connection.cursor() as cursor:
+            yield cursor
+    except DatabaseError:
+        raw = connection.connection
+        if raw is not None and raw.closed and not connection.in_atomic_block:
+            connection.close()
+        raise

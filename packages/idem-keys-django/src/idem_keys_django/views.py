@@ -5,10 +5,14 @@ the request, so the scope function can read DRF's `request.user`.
 Both take the view out of Django's ATOMIC_REQUESTS for their database alias (non_atomic_requests) and apply it
 themselves, where it can be done right: in transactional mode the request's transaction is theirs, with the view
 in a savepoint of it when ATOMIC_REQUESTS is on (so a DRF exception answer still rolls the view's work back, and
-the answer is stored); in the default mode the view's atomic block commits between the claim and the answer."""
+the answer is stored); in the default mode the view's atomic block commits between the claim and the answer.
+A view its author marked `transaction.non_atomic_requests` for the alias runs in the default mode, without
+either block (exemption.py); asking for `transactional=True` on such a view is refused when it is decorated
+(the mixin: in `as_view()`)."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 from collections.abc import Callable, Mapping
 from inspect import iscoroutinefunction
@@ -21,6 +25,7 @@ from django.http.response import HttpResponseBase
 
 from . import conf
 from .attempt import Attempt
+from .exemption import non_atomic_requests_of, take_out_of_atomic_requests
 from .guard import Guard
 
 View = TypeVar("View", bound=Callable[..., Any])
@@ -37,7 +42,7 @@ def idempotent(view: View | None = None, /, **options: Any) -> Any:
         if iscoroutinefunction(view):
             raise ImproperlyConfigured(f"idempotent: {view.__qualname__} is an async view; use "
                                        "IdempotencyMiddleware for those")
-        guard = Guard(conf.load(options))
+        guard = _guard_for(view.__qualname__, options, non_atomic_requests_of(view))
 
         @functools.wraps(view)
         def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
@@ -45,19 +50,19 @@ def idempotent(view: View | None = None, /, **options: Any) -> Any:
             if not isinstance(started, Attempt):
                 if started is not None:
                     return started
-                with _view_atomic(guard):
+                with guard.view_atomic():
                     response: HttpResponseBase = view(request, *args, **kwargs)
                 return response
             request.idempotency = started  # type: ignore[attr-defined]
             try:
-                with _view_atomic(guard):
+                with guard.view_atomic():
                     response = _rendered(view(request, *args, **kwargs))
             except BaseException as e:
                 guard.abort(started, e)
                 raise
             return guard.finish(started, response)
 
-        _take_out_of_atomic_requests(wrapper, guard)
+        take_out_of_atomic_requests(wrapper, guard.alias)
         return wrapper  # type: ignore[return-value]
 
     return decorate(view) if view is not None else decorate
@@ -79,8 +84,8 @@ class _Run:
         self.view_atomic: contextlib.AbstractContextManager[Any] | None = None
         self.settled = False
 
-    def enter_view(self, guard: Guard) -> None:
-        self.view_atomic = _view_atomic(guard)
+    def enter_view(self, guard: _ViewGuard) -> None:
+        self.view_atomic = guard.view_atomic()
         self.view_atomic.__enter__()
 
     def leave_view(self, error: BaseException | None) -> None:
@@ -100,11 +105,13 @@ class IdempotentMixin:
     _idempotency: _Run
 
     @classmethod
-    def idempotency_guard(cls) -> Guard:
-        """The class' own configuration, made once (a subclass makes its own, with its own options)."""
+    def idempotency_guard(cls) -> _ViewGuard:
+        """The class' own configuration, made once (a subclass makes its own, with its own options). The
+        author's non_atomic_requests marks are on dispatch (`method_decorator(..., name="dispatch")`)."""
         guard = cls.__dict__.get("_idempotency_guard")
-        if not isinstance(guard, Guard):
-            guard = Guard(conf.load(cls.idempotency_options))
+        if not isinstance(guard, _ViewGuard):
+            dispatch = getattr(cls, "dispatch", None)
+            guard = _guard_for(cls.__qualname__, cls.idempotency_options, non_atomic_requests_of(dispatch))
             cls._idempotency_guard = guard  # type: ignore[attr-defined]
         return guard
 
@@ -112,7 +119,7 @@ class IdempotentMixin:
     def as_view(cls, *args: Any, **initkwargs: Any) -> Any:
         guard = cls.idempotency_guard()
         view = super().as_view(*args, **initkwargs)  # type: ignore[misc]
-        _take_out_of_atomic_requests(view, guard)
+        take_out_of_atomic_requests(view, guard.alias)
         return view
 
     def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
@@ -120,7 +127,7 @@ class IdempotentMixin:
         run = self._idempotency = _Run()
         if _claimed(request) or not guard.covers(request):
             # Not this view's to claim: ATOMIC_REQUESTS as Django would have applied it.
-            with _view_atomic(guard):
+            with guard.view_atomic():
                 response: HttpResponseBase = super().dispatch(request, *args, **kwargs)  # type: ignore[misc]
             return response
         try:
@@ -174,16 +181,32 @@ def _claimed(request: HttpRequest) -> bool:
     return isinstance(getattr(request, "idempotency", None), Attempt)
 
 
-def _view_atomic(guard: Guard) -> contextlib.AbstractContextManager[Any]:
-    """The view's own atomic block, as ATOMIC_REQUESTS would have wrapped it: the request's transaction in the
-    default mode, a savepoint of the middleware's in transactional mode."""
-    if connections.settings[guard.alias].get("ATOMIC_REQUESTS"):
-        return transaction.atomic(using=guard.alias)
-    return contextlib.nullcontext()
+class _ViewGuard(Guard):
+    """A view's Guard, which also knows whether the view's author took it out of ATOMIC_REQUESTS."""
+
+    def __init__(self, options: conf.Options, non_atomic: bool) -> None:
+        super().__init__(options)
+        self.non_atomic = non_atomic
+
+    def view_atomic(self) -> contextlib.AbstractContextManager[Any]:
+        """The view's own atomic block, as ATOMIC_REQUESTS would have wrapped it: the request's transaction in
+        the default mode, a savepoint of the package's in transactional mode; none for a non-atomic view."""
+        if not self.non_atomic and connections.settings[self.alias].get("ATOMIC_REQUESTS"):
+            return transaction.atomic(using=self.alias)
+        return contextlib.nullcontext()
 
 
-def _take_out_of_atomic_requests(view: Any, guard: Guard) -> None:
-    view._non_atomic_requests = set(getattr(view, "_non_atomic_requests", set())) | {guard.alias}
+def _guard_for(name: str, overrides: Mapping[str, Any], non_atomic_requests: frozenset[str]) -> _ViewGuard:
+    """The view's options; a view its author marked non_atomic_requests for the alias runs in the default mode,
+    and asking for transactional mode on it as well is a contradiction, refused at start-up."""
+    options = conf.load(overrides)
+    if options.database not in non_atomic_requests:
+        return _ViewGuard(options, non_atomic=False)
+    if any(k.upper() == "TRANSACTIONAL" and v is True for k, v in overrides.items()):
+        raise ImproperlyConfigured(f"idempotent: {name} is marked transaction.non_atomic_requests for "
+                                   f"{options.database!r} and asks for transactional=True: a view outside the "
+                                   "request's transaction cannot run its work in the key's; drop one of the two")
+    return _ViewGuard(dataclasses.replace(options, transactional=False), non_atomic=True)
 
 
 def _rendered(response: HttpResponseBase) -> HttpResponseBase:

@@ -1,5 +1,5 @@
-"""The test project: $DATABASE_URL (a database with idem_keys, or its portable edition) under three aliases, one
-with ATOMIC_REQUESTS, and one that cannot be reached."""
+"""The test project: $DATABASE_URL (a database with idem_keys, or its portable edition) under several aliases: one
+with ATOMIC_REQUESTS, two whose connections outlive a request (CONN_MAX_AGE), one that cannot be reached."""
 import os
 from urllib.parse import unquote, urlsplit
 
@@ -17,6 +17,10 @@ DATABASES = {
     "default": _database,
     # The same database, with Django's transaction per request: the middleware follows it by default.
     "atomic": {**_database, "ATOMIC_REQUESTS": True},
+    # Kept between requests, as in production; the restart tests end their sessions by application_name.
+    "persistent": {**_database, "CONN_MAX_AGE": 60, "OPTIONS": {"application_name": "idem-django-persistent"}},
+    "persistent_checked": {**_database, "CONN_MAX_AGE": 60, "CONN_HEALTH_CHECKS": True,
+                           "OPTIONS": {"application_name": "idem-django-checked"}},
     # Nothing listens on port 1 of the loopback: every connection is refused at once.
     "down": {**_database, "HOST": "127.0.0.1", "PORT": "1", "OPTIONS": {"connect_timeout": 2}},
 }

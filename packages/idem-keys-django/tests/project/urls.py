@@ -12,5 +12,9 @@ urlpatterns = [
     path("drf-atomic", views.AtomicPayments.as_view()),
     path("drf-atomic-default", views.AtomicDefaultPayments.as_view()),
     path("async", views.async_endpoint),
+    path("pay-exempt", views.exempt_endpoint),
+    path("pay-exempt-drf", views.ExemptAPIView.as_view()),
+    path("decorated-exempt", views.decorated_exempt),
+    path("drf-exempt", views.ExemptPayments.as_view()),
     re_path(r"^(?P<rest>.*)$", views.endpoint),  # /pay and anything else: the middleware's
 ]

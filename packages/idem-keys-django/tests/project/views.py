@@ -45,10 +45,35 @@ async def async_endpoint(request):
     return await sync_to_async(handler)(request)
 
 
+def non_atomic(view):
+    """transaction.non_atomic_requests for both aliases the tests' middleware uses ("default" with TRANSACTIONAL,
+    "atomic" with ATOMIC_REQUESTS)."""
+    for alias in ("default", "atomic"):
+        view = transaction.non_atomic_requests(using=alias)(view)
+    return view
+
+
+@non_atomic
+def exempt_endpoint(request):
+    return handler(request)
+
+
+class ExemptAPIView(APIView):
+    """A plain DRF view (no mixin) behind the middleware, taken out of ATOMIC_REQUESTS by its author."""
+
+    @non_atomic
+    def dispatch(self, *args, **kwargs):
+        return super().dispatch(*args, **kwargs)
+
+    def post(self, request):
+        return handler(request)
+
+
 decorated = idempotent(endpoint)
 decorated_tx = idempotent(transactional=True)(endpoint)
 decorated_atomic = idempotent(database="atomic")(endpoint)
 decorated_atomic_default = idempotent(database="atomic", transactional=False)(endpoint)
+decorated_exempt = idempotent(database="atomic")(exempt_endpoint)
 
 
 class Payments(IdempotentMixin, APIView):
@@ -72,6 +97,15 @@ class AtomicPayments(Payments):
 class AtomicDefaultPayments(Payments):
     """On the alias with ATOMIC_REQUESTS, in the default mode: the view's atomic block commits between."""
     idempotency_options = {"scope": "project.auth.drf_tenant_of", "database": "atomic", "transactional": False}
+
+
+class ExemptPayments(Payments):
+    """The mixin on the alias with ATOMIC_REQUESTS, on a view its author took out of it: the default mode."""
+    idempotency_options = {"scope": "project.auth.drf_tenant_of", "database": "atomic"}
+
+    @non_atomic
+    def dispatch(self, *args, **kwargs):
+        return super().dispatch(*args, **kwargs)
 
 
 def drf_answer(data, status=201, headers=None):
