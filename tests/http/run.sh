@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The HTTP suite (tests/http/README.md): each middleware package's own tests (on both editions), then every rule of
 # docs/integrations.md against the sample app built on each middleware, on a database with the extension and on
-# one with the portable edition. Needs tests/http/setup.sh first and the extension installed.
+# one with the portable edition, then PostgreSQL restarted under every app. Needs tests/http/setup.sh first and
+# the extension installed.
 # Usage: run.sh [go] [python] [node] [django] [rails] (default: all five). Ports: HTTP_PG_PORT (default
-# 25532) and HTTP_APP_PORT (default 25580; the suite on the extension takes it and the next, the one on the
-# portable edition the two after), below Linux's ephemeral range so no client connection holds a port an app
+# 25532) and HTTP_APP_PORT (default 25580; each of the four suites takes two ports from it on, the restart's apps
+# two per language after those), below Linux's ephemeral range so no client connection holds a port an app
 # restarts on.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -45,20 +46,42 @@ for lang in "${langs[@]}"; do
   echo "--- ${package[$lang]}: ok in $((SECONDS - t)) s"
 done
 
-# The two editions side by side, each with its apps on its own two ports: most of a check's time is waiting (for a
-# lease, a wait bound, an app's restart), so two at once take little more than one. A hard stop well inside CI's
-# budget, whatever hangs; each suite's output is shown whole once both are done.
-suite() { # suite DATABASE_URL PORT LABEL LOG
-  timeout --kill-after=10 1200 python3 -B tests/http/suite.py --database-url "$1" --workdir "$work" \
-    --port "$2" --label "$3" "${langs[@]}" >"$4" 2>&1
+# The suites side by side: each edition, and on each the languages in two groups, every suite with its apps on
+# its own two ports (an app, the proxy in front of the database). Most of a check's time is waiting (for a lease, a
+# wait bound, an app's restart), so four at once take little more than one. A hard stop well inside CI's budget,
+# whatever hangs; each suite's output is shown whole once all are done.
+suite() { # suite DATABASE_URL PORT LABEL LOG LANG...
+  local url=$1 port=$2 label=$3 log=$4; shift 4
+  timeout --kill-after=10 1200 python3 -B tests/http/suite.py --database-url "$url" --workdir "$work" \
+    --port "$port" --label "$label" "$@" >"$log" 2>&1
 }
-suite "$ext_url" "$app_port" "on the extension" "$work/suite-ext.log" &
-ext_pid=$!
-suite "$portable_url" "$((app_port + 2))" "on the portable edition" "$work/suite-portable.log" &
-portable_pid=$!
-ext_rc=0 portable_rc=0
-wait "$ext_pid" || ext_rc=$?
-wait "$portable_pid" || portable_rc=$?
-cat "$work/suite-ext.log" "$work/suite-portable.log"
-((ext_rc == 0 && portable_rc == 0)) || { echo "http: the suite failed (extension rc=$ext_rc, portable rc=$portable_rc)"; exit 1; }
+# The Ruby and Django apps restart slowest (the checks that SIGKILL an app wait for its restart): one group, the
+# others the other.
+groups=()
+for group in "go python node" "django rails"; do
+  picked=()
+  for lang in $group; do [[ " ${langs[*]} " != *" $lang "* ]] || picked+=("$lang"); done
+  ((${#picked[@]})) && groups+=("${picked[*]}")
+done
+pids=() logs=() port=$app_port
+for edition in ext portable; do
+  url=$ext_url label="on the extension"
+  [ "$edition" = portable ] && url=$portable_url label="on the portable edition"
+  for group in "${groups[@]}"; do
+    logs+=("$work/suite-$edition-${group// /-}.log")
+    # shellcheck disable=SC2086
+    suite "$url" "$port" "$label ($group)" "${logs[-1]}" $group &
+    pids+=($!)
+    port=$((port + 2))
+  done
+done
+failed=0
+for i in "${!pids[@]}"; do wait "${pids[i]}" || failed=$((failed + 1)); done
+cat "${logs[@]}"
+((failed == 0)) || { echo "http: $failed of ${#pids[@]} suites failed"; exit 1; }
+
+# Then PostgreSQL restarts under every app at once, in both modes: each must answer new keys again by itself
+# (restart.py). Alone on the server now, since it stops it.
+timeout --kill-after=10 300 python3 -B tests/http/restart.py --database-url "$ext_url" --cluster "$work/pg" \
+  --workdir "$work" --port "$port" "${langs[@]}"
 echo "http: total $((SECONDS - start)) s"

@@ -13,15 +13,18 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.parse
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
 from harness import Process  # noqa: E402  (the e2e suite's child-process plumbing)
+from pgproxy import Proxy  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 HOST = "127.0.0.1"
+LOST_COMMIT_MARKER = "cus_commit_lost"  # pgproxy.py drops the answer to the COMMIT of a transaction that sent it
 LEASE = 4.0  # seconds: IDEM_LEASE of the app under test; every lease-driven check waits just past it
 PAY = {"amount": 1000, "currency": "EUR", "customer_id": "cus_1"}
 PROBLEM_TITLES = {400: "Bad Request", 409: "Conflict", 413: "Content Too Large", 422: "Unprocessable Content", 500: "Internal Server Error",
@@ -40,6 +43,8 @@ PROBLEM_DETAILS = {
     "store-failed": "the answer could not be stored: retry later with the same Idempotency-Key",
     "store-unavailable": "the idempotency store could not be reached: nothing was done",
     "commit-failed": "the request's changes could not be committed: nothing was done, retry with the same Idempotency-Key",
+    "commit-unknown": "the request's changes may or may not have been committed: retry with the same Idempotency-Key "
+                      "to learn which",
 }
 assert all(d.isascii() and not set(d) & set("<>&") for d in PROBLEM_DETAILS.values()), "see the comment above"
 
@@ -122,12 +127,15 @@ def expect_problem(reply, status, code):
 class App:
     """One sample app (tests/http/serve.sh LANG PORT), restartable, with its payments table read through psql."""
 
-    def __init__(self, lang, port, database_url, workdir, **env):
+    def __init__(self, lang, port, database_url, workdir, app_database_url=None, **env):
+        """database_url is where the suite reads the payments; the app connects to app_database_url (default the
+        same; the suite's proxy in front of it, for the lost COMMIT)."""
         self.lang, self.port, self.database_url = lang, port, database_url
         # IDEM_TX=1: the middleware's transactional mode (the handler's writes in the key's own transaction)
         self.tx = env.get("IDEM_TX") == "1"
         self.process = Process(f"http-{lang}-{port}", ["bash", str(REPO / "tests/http/serve.sh"), lang, str(port)],
-                               {"DATABASE_URL": database_url, "IDEM_LEASE": f"{LEASE:g}s", **env}, workdir)
+                               {"DATABASE_URL": app_database_url or database_url, "IDEM_LEASE": f"{LEASE:g}s", **env},
+                               workdir)
 
     def start(self):
         self.process.start()
@@ -498,6 +506,24 @@ def check_commit_fails(app):
     expect(ok.status == 201 and ok.outcome == "claimed", f"after the failed commit: {show(ok)}")
 
 
+def check_commit_lost(app):
+    """Transactional: the COMMIT reached the server and committed, and its answer was lost with the connection (the
+    suite's proxy drops it, pgproxy.py). The middleware cannot know the outcome and says so: 503 commit-unknown, not
+    "nothing was done". A retry with the same key resolves it: the claim, the answer and the payment committed
+    together, so it is the replay of the committed answer (had the COMMIT not happened, the retry would run anew)."""
+    tenant, key = fresh("t"), fresh("k")
+    body = {**PAY, "customer_id": LOST_COMMIT_MARKER}
+    lost = app.post(key, body, tenant=tenant)
+    expect_problem(lost, 503, "commit-unknown")
+    expect(lost.header("Retry-After") == "1", f"Retry-After: {lost.header('Retry-After')!r}")
+    expect(app.payments(tenant, key) == 1, "the COMMIT whose answer was lost did not commit the payment")
+    replay = app.post(key, body, tenant=tenant)
+    expect(replay.status == 201 and replay.replayed, f"the retry after the lost COMMIT: {show(replay)}")
+    expect(app.payments(tenant, key) == 1, f"payments: {app.payments(tenant, key)}")
+    after = app.post(fresh("k"), tenant=tenant)  # the connection the COMMIT was lost on is not handed out again
+    expect(after.status == 201 and not after.replayed, f"a new key after the lost COMMIT: {show(after)}")
+
+
 def check_storm_one_key(app):
     """16 clients on one key at once, each retrying on 409: one payment, one answer, every client holding it."""
     tenant, key = fresh("t"), fresh("k")
@@ -599,7 +625,7 @@ CHECKS = [check_key_missing, check_key_malformed, check_body_too_large, check_ke
           check_retryable_releases, check_error_answers_stored, check_throw_releases, check_scope_per_tenant,
           check_other_methods_pass, check_retry_storm, check_storm_one_key, check_throw_after_write, check_unsettled,
           check_lease_lost, check_sigkill_recovery, check_crash_after_write]
-TX_CHECKS = [check_commit_fails]  # the transactional mode's own (in the default mode the app's write fails at once)
+TX_CHECKS = [check_commit_fails, check_commit_lost]  # the transactional mode's own (in the default mode the app's write fails at once)
 WAIT_CHECKS = [check_server_side_wait, check_wait_bounded]
 MODES = (("default", {}), ("transactional", {"IDEM_TX": "1"}))
 
@@ -620,27 +646,40 @@ def run_checks(app, checks, results):
                 app.start()
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--database-url", required=True)
-    parser.add_argument("--workdir", required=True)
-    parser.add_argument("--port", type=int, required=True, help="the apps listen on this port and the next")
-    parser.add_argument("--label", default="", help="printed with the results (which database)")
-    parser.add_argument("langs", nargs="+")
-    args = parser.parse_args()
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so the finally blocks stop the apps
-    results = []
+def run_all(args, app_database_url, results):
     for lang in args.langs:
         for mode, mode_env in MODES:
             tx_checks = TX_CHECKS if mode_env else []
             for checks, env in ((CHECKS + tx_checks, {}), (WAIT_CHECKS, {"IDEM_WAIT": "2s"})):
-                app = App(lang, args.port, args.database_url, args.workdir, **mode_env, **env)
+                app = App(lang, args.port, args.database_url, args.workdir, app_database_url, **mode_env, **env)
                 app.label = f"{lang} {mode}"
                 try:
                     app.start()
                     run_checks(app, checks, results)
                 finally:
                     app.stop()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--database-url", required=True)
+    parser.add_argument("--workdir", required=True)
+    parser.add_argument("--port", type=int, required=True,
+                        help="the apps listen on this port; the proxy in front of the database on the next")
+    parser.add_argument("--label", default="", help="printed with the results (which database)")
+    parser.add_argument("langs", nargs="+")
+    args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so the finally blocks stop the apps
+    # The apps reach the database through the proxy that can lose a COMMIT's answer (check_commit_lost); the suite
+    # reads the payments directly.
+    url = urllib.parse.urlsplit(args.database_url)
+    proxy = Proxy(args.port + 1, url.port, LOST_COMMIT_MARKER.encode())
+    proxied_url = url._replace(netloc=f"{url.username}@127.0.0.1:{args.port + 1}").geturl()
+    results = []
+    try:
+        run_all(args, proxied_url, results)
+    finally:
+        proxy.stop()
     width = max(len(r[1]) for r in results)
     print(f"\nHTTP suite{' ' + args.label if args.label else ''}:")
     for label, name, verdict, detail in results:
