@@ -3,7 +3,7 @@
 # docs/integrations.md against the sample app built on each middleware, on a database with the extension and on
 # one with the portable edition, then PostgreSQL restarted under every app. Needs tests/http/setup.sh first and
 # the extension installed.
-# Usage: run.sh [go] [python] [node] [django] [rails] (default: all five). Ports: HTTP_PG_PORT (default
+# Usage: run.sh [go] [python] [node] [django] [rails] [rack] (default: all six apps of the five packages). Ports: HTTP_PG_PORT (default
 # 25532) and HTTP_APP_PORT (default 25580; each of the four suites takes two ports from it on, the restart's apps
 # two per language after those), below Linux's ephemeral range so no client connection holds a port an app
 # restarts on.
@@ -13,7 +13,7 @@ source tests/lib.sh
 pg_port=${HTTP_PG_PORT:-25532}
 app_port=${HTTP_APP_PORT:-25580}
 langs=("$@")
-((${#langs[@]})) || langs=(go python node django rails)
+((${#langs[@]})) || langs=(go python node django rails rack)
 start=$SECONDS
 
 work=$(mktemp -d /tmp/idem-http.XXXXXX)
@@ -36,8 +36,12 @@ echo "http: PostgreSQL on 127.0.0.1:$pg_port, idem_keys $("${admin[@]}" -d http_
   "SELECT extversion FROM pg_extension WHERE extname = 'idem_keys'") in http_ext, the portable edition" \
   "$("${admin[@]}" -d http_portable -c "SELECT idem_keys_portable_version()") in http_portable"
 
-declare -A package=([go]=idemhttp [python]=idem-keys-asgi [node]=idem-keys-express [rails]=idem_keys-rack [django]=idem-keys-django)
+declare -A package=([go]=idemhttp [python]=idem-keys-asgi [node]=idem-keys-express [rails]=idem_keys-rack
+                    [rack]=idem_keys-rack [django]=idem-keys-django)
+declare -A tested=()
 for lang in "${langs[@]}"; do
+  [ -z "${tested[${package[$lang]}]:-}" ] || continue # Rails and plain Rack: one package
+  tested[${package[$lang]}]=yes
   echo "--- ${package[$lang]}: the package's own tests"
   t=$SECONDS
   for url in "$ext_url" "$portable_url"; do
@@ -55,10 +59,10 @@ suite() { # suite DATABASE_URL PORT LABEL LOG LANG...
   timeout --kill-after=10 1200 python3 -B tests/http/suite.py --database-url "$url" --workdir "$work" \
     --port "$port" --label "$label" "$@" >"$log" 2>&1
 }
-# The Ruby and Django apps restart slowest (the checks that SIGKILL an app wait for its restart): one group, the
+# The Rails and Django apps restart slowest (the checks that SIGKILL an app wait for its restart): one group, the
 # others the other.
 groups=()
-for group in "go python node" "django rails"; do
+for group in "go python node rack" "django rails"; do
   picked=()
   for lang in $group; do [[ " ${langs[*]} " != *" $lang "* ]] || picked+=("$lang"); done
   ((${#picked[@]})) && groups+=("${picked[*]}")

@@ -1,7 +1,7 @@
 """The HTTP behaviour suite: every rule of docs/integrations.md, checked the same way against the sample payments
 app built on each middleware (tests/http/README.md). Standard library only; loopback only; every wait bounded.
 
-    python3 tests/http/suite.py --database-url URL --workdir DIR --port PORT go [python] [node] [rails] [django]
+    python3 tests/http/suite.py --database-url URL --workdir DIR --port PORT go [python] [node] [rails] [django] [rack]
 """
 import argparse
 import http.client

@@ -1,46 +1,18 @@
 # frozen_string_literal: true
 
-require_relative "test_helper"
-require "active_record"
-
-ActiveRecord::Base.establish_connection(DATABASE_URL)
-ActiveRecord::Base.logger = nil
-
-# The handler's model: its writes go through ActiveRecord, on the thread's connection.
-class RackTxPayment < ActiveRecord::Base
-  self.table_name = "rack_ar_payments"
-end
-
-# A model whose database cannot be reached.
-class Unreachable < ActiveRecord::Base
-  self.abstract_class = true
-  establish_connection("postgres://127.0.0.1:1/nowhere?connect_timeout=1")
-end
+require_relative "active_record_helper"
 
 # pool: :active_record, in both modes: the claim and the answer on ActiveRecord's own connection; in the
 # transactional mode inside ActiveRecord::Base.transaction, with the handler's ActiveRecord writes.
 class ActiveRecordTest < Minitest::Test
-  include Helpers
+  include ActiveRecordHelpers
 
   def setup
-    Database.exec("CREATE TABLE IF NOT EXISTS rack_ar_payments (id bigserial PRIMARY KEY, tenant text NOT NULL, " \
-                  "idempotency_key text, amount bigint NOT NULL)")
-    Database.exec("CREATE TABLE IF NOT EXISTS rack_ar_guard (id int PRIMARY KEY DEFERRABLE INITIALLY DEFERRED)")
+    create_tables
   end
 
   def teardown
-    ActiveRecord::Base.clear_active_connections!
-    pool = ActiveRecord::Base.connection_pool
-    assert pool.connections.none?(&:in_use?), "an ActiveRecord connection was left checked out"
-    pool.connections.each do |c|
-      assert_equal PG::PQTRANS_IDLE, c.raw_connection.transaction_status, "a connection was left in a transaction"
-    end
-  end
-
-  # Seen from outside: on a connection of the tests' own, not ActiveRecord's.
-  def payments(key = nil)
-    Database.exec("SELECT count(*) FROM rack_ar_payments WHERE tenant = $1 AND ($2::text IS NULL OR " \
-                  "idempotency_key = $2)", [tenant, key]).getvalue(0, 0).to_i
+    assert_pool_idle
   end
 
   # A handler that pays through ActiveRecord, then answers `after` (201 with the payment's id).
@@ -95,7 +67,8 @@ class ActiveRecordTest < Minitest::Test
     assert_equal 1, payments(key)
   end
 
-  def test_the_handlers_own_transaction_block_joins_the_keys
+  # The handler's own block is a savepoint of the key's transaction: a retryable answer rolls it back with the rest.
+  def test_the_handlers_committed_block_rolls_back_with_the_key
     handler, key = Handler.new { |_env, attempt|
       RackTxPayment.transaction do
         RackTxPayment.create!(tenant: attempt.scope, idempotency_key: attempt.key, amount: 1)

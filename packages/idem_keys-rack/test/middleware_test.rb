@@ -197,7 +197,7 @@ class MiddlewareTest < Minitest::Test
     pool.with { |conn| conn.exec("BEGIN") }
     log = StringIO.new
     assert_problem post(app_for(Handler.new, pool, log: log), tenant, fresh_key), 503, "store-unavailable"
-    assert_match(/not idle/, log.string)
+    assert_match(/inside a transaction/, log.string)
     pool.with { |conn| conn.exec("ROLLBACK") }
     pool.close
   end

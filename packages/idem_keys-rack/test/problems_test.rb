@@ -12,6 +12,14 @@ class ProblemsTest < Minitest::Test
                  '"code":"commit-failed"}', Problems.body("commit-failed")
   end
 
+  # Said when the COMMIT's answer never came (transactional mode): the same bytes in every package.
+  def test_commit_unknown_bytes
+    assert_equal '{"type":"about:blank","title":"Service Unavailable","status":503,"detail":"the request\'s ' \
+                 'changes may or may not have been committed: retry with the same Idempotency-Key to learn which",' \
+                 '"code":"commit-unknown"}', Problems.body("commit-unknown")
+    assert_equal "1", Problems.response("commit-unknown")[1]["Retry-After"]
+  end
+
   def test_every_problem_is_compact_json_in_order
     Problems::ALL.each do |code, (status, detail, _)|
       body = Problems.body(code)

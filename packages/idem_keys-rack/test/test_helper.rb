@@ -38,10 +38,10 @@ class TestPool
 
   attr_reader :size
 
-  def initialize(size: 4, timeout: 2, url: DATABASE_URL)
+  def initialize(size: 4, timeout: 2, url: DATABASE_URL, **connect)
     @size = size
     @timeout = timeout
-    @all = Array.new(size) { PG.connect(url) }
+    @all = Array.new(size) { PG.connect(url, **connect) }
     @free = Queue.new
     @all.each { |c| @free << c }
   end
@@ -89,7 +89,60 @@ module Database
   def stored(tenant, key)
     exec("SELECT (idem_lookup($1, $2)).outcome", [tenant, key]).getvalue(0, 0)
   end
+
+  # Ends every session of application_name from this one, as a restart or a failover ends a pool's, and waits
+  # (up to 5 s each) until they are gone. Only sessions the test named: other users of the server are not
+  # touched.
+  def terminate(application_name)
+    exec("SELECT count(*) FILTER (WHERE pg_terminate_backend(pid, 5000)) FROM pg_stat_activity " \
+         "WHERE application_name = $1", [application_name]).getvalue(0, 0).to_i
+  end
+
+  # Waits (up to 10 s) until a session of application_name runs a statement LIKE pattern.
+  def wait_until_running(application_name, pattern)
+    500.times do
+      return if exec("SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND state = 'active' " \
+                     "AND query LIKE $2", [application_name, pattern]).getvalue(0, 0).to_i.positive?
+
+      sleep 0.02
+    end
+    raise "no session of #{application_name} ran #{pattern} within 10 s"
+  end
+
+  # rack_commit_effects: a row acts when its transaction commits (a deferred constraint trigger), by its effect:
+  # 'terminate' ends the committing session (FATAL 57P01 in place of the COMMIT's answer: nothing committed, and
+  # the client cannot know it), 'sleep' holds the COMMIT for 120 s (for an interrupt to land in), 'none' nothing.
+  def commit_effects!
+    return if @commit_effects
+
+    exec("SET client_min_messages = warning")
+    exec("CREATE TABLE IF NOT EXISTS rack_commit_effects (tenant text NOT NULL, key text NOT NULL, " \
+         "effect text NOT NULL)")
+    exec(<<~SQL)
+      CREATE OR REPLACE FUNCTION rack_commit_effect() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN
+        IF NEW.effect = 'terminate' THEN
+          PERFORM pg_terminate_backend(pg_backend_pid());
+        ELSIF NEW.effect = 'sleep' THEN
+          PERFORM pg_sleep(120);
+        END IF;
+        RETURN NULL;
+      END $$
+    SQL
+    exec("DROP TRIGGER IF EXISTS rack_commit_effect ON rack_commit_effects")
+    exec("CREATE CONSTRAINT TRIGGER rack_commit_effect AFTER INSERT ON rack_commit_effects DEFERRABLE INITIALLY " \
+         "DEFERRED FOR EACH ROW EXECUTE FUNCTION rack_commit_effect()")
+    @commit_effects = true
+  end
+
+  def commit_effects(tenant, key)
+    exec("SELECT count(*) FROM rack_commit_effects WHERE tenant = $1 AND key = $2", [tenant, key]).getvalue(0, 0).to_i
+  end
 end
+
+# Stands in for Rack::Timeout's RequestTimeoutException (a RuntimeError), which Rack::Timeout raises into the
+# request's thread wherever it is: in the handler, or in a statement of the middleware's.
+class RequestTimeout < RuntimeError; end
 
 # The app behind the middleware: counts its runs, keeps the attempts it saw and the bodies it read, and answers
 # with `answer.call(env, attempt)` (a Rack triple), by default 201 "paid".
@@ -127,6 +180,21 @@ module Helpers
 
   def fresh_key
     "k-#{SecureRandom.hex(8)}"
+  end
+
+  # A session name (application_name) of the test's own, for the sessions it ends (Database.terminate).
+  def session_name(what)
+    "idem-rack-test-#{what}-#{SecureRandom.hex(4)}"
+  end
+
+  # Waits (up to 10 s) until the block is true.
+  def wait_until(what)
+    500.times do
+      return if yield
+
+      sleep 0.02
+    end
+    flunk("#{what}: not within 10 s")
   end
 
   # The middleware behind a stand-in for authentication (the tenant from X-Tenant), checked by Rack::Lint on

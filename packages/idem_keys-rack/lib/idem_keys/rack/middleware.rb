@@ -176,14 +176,30 @@ module IdemKeys
         ensure
           attempt&.ended!
         end
-        if ended.state == :commit_failed
-          # A serialization failure, a deferred constraint, a lost connection, a read-only standby: nothing of
-          # the request stays, so the retry runs it again.
+        case ended.state
+        when :commit_failed
+          # The server refused the COMMIT (a serialization failure, a deferred constraint, a read-only standby):
+          # nothing of the request stays, so the retry runs it again.
           @log.warn("idempotency: #{key.inspect} in #{tenant.inspect}: the transaction could not be committed, " \
                     "nothing was done: #{ended.error&.message}")
           raise decision.error if decision.error
 
           return Problems.response("commit-failed", extra: outcome_header(attempt&.outcome))
+        when :commit_unknown
+          # The COMMIT's answer was lost (the connection, a timeout, a server shutting down): it may have committed.
+          # The key's claim and answer commit with the handler's work or not at all, so the retry learns which.
+          @log.error("idempotency: #{key.inspect} in #{tenant.inspect}: the outcome of the COMMIT is unknown, the " \
+                     "request's changes may or may not have been committed; a retry with the same Idempotency-Key " \
+                     "replays the stored answer if they were, or runs the request afresh if not: " \
+                     "#{ended.error&.class}: #{ended.error&.message}")
+          raise decision.error if decision.error
+
+          return Problems.response("commit-unknown", extra: outcome_header(attempt&.outcome))
+        when :committed
+          if ended.error
+            @log.error("idempotency: #{key.inspect} in #{tenant.inspect}: committed, then an after_commit callback " \
+                       "raised; the stored answer is sent: #{ended.error.class}: #{ended.error.message}")
+          end
         end
         raise decision.error if decision.error
 

@@ -30,7 +30,9 @@ module IdemKeys
         "store-failed" => [500, "the answer could not be stored: retry later with the same Idempotency-Key", nil],
         "store-unavailable" => [503, "the idempotency store could not be reached: nothing was done", 1],
         "commit-failed" => [503, "the request's changes could not be committed: nothing was done, retry with the " \
-                                 "same Idempotency-Key", 1]
+                                 "same Idempotency-Key", 1],
+        "commit-unknown" => [503, "the request's changes may or may not have been committed: retry with the same " \
+                                  "Idempotency-Key to learn which", 1]
       }.freeze
 
       module_function
