@@ -65,8 +65,9 @@ export type IdempotencyOptions<Req extends IncomingMessage = IncomingMessage> = 
   /**
    * Transactional mode, for every request (true) or those a function picks: the claim, the handler's database
    * work on req.idempotency.client and the finish are one transaction, committed once before the answer is sent.
-   * The handler must not COMMIT or ROLLBACK (savepoints are fine). A failed COMMIT answers 503 commit-failed, one
-   * whose answer never came (the connection lost) 503 commit-unknown.
+   * The handler must not COMMIT or ROLLBACK (savepoints are fine). A failed COMMIT, or one not sent because the
+   * connection was lost before it, answers 503 commit-failed; one whose answer never came (the connection lost
+   * while it ran) or was a PANIC, 503 commit-unknown.
    */
   transactional: boolean | ((req: Req) => boolean);
 });

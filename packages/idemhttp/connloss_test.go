@@ -1,7 +1,7 @@
 package idemhttp
 
-// Connections that die under the middleware: a COMMIT whose answer never arrives (503 commit-unknown), and the
-// pool's sessions terminated mid-run, as a PostgreSQL restart or a failover ends them, in both modes. The pools
+// Connections that die under the middleware: a COMMIT whose answer never arrives (503 commit-unknown), one already
+// lost before its COMMIT (503 commit-failed), and the pool's sessions terminated mid-run, as a PostgreSQL restart or a failover ends them, in both modes. The pools
 // here carry an application_name of their own, and only their sessions are terminated.
 
 import (
@@ -109,6 +109,48 @@ func TestTxCommitUnknown(t *testing.T) {
 	}
 	expect(t, f.post("k2", "{}"), 201, "claimed", "")
 	settled(t, p)
+}
+
+// A connection already lost when the COMMIT is due (its session terminated while the handler held it, and seen
+// closed): the server rolled the transaction back with the session, so the COMMIT is not sent and the answer is 503
+// commit-failed, nothing committed, logged as such; the retry with the key runs afresh and writes one row. The
+// handler leaves the key unsettled, so that the COMMIT comes with no idem_finish before it (a finish on the lost
+// connection fails first: 500 store-failed, TestTxConnectionLost).
+func TestTxConnectionLostBeforeCommit(t *testing.T) {
+	p, name := namedPool(t, 1)
+	var calls int32
+	f := newFixtureOn(t, p, Options{Transactional: true}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		write(t, r, "paid")
+		if atomic.AddInt32(&calls, 1) == 1 {
+			if n := terminate(t, name); n != 1 {
+				t.Errorf("%d sessions terminated, want the handler's", n)
+			}
+			// pgx reads the termination on the next statement, and closes the connection.
+			if _, err := Tx(r.Context()).Exec(r.Context(), `SELECT 1`); err == nil || !Tx(r.Context()).Conn().IsClosed() {
+				t.Errorf("after the session ended: %v, closed %v", err, Tx(r.Context()).Conn().IsClosed())
+			}
+			FromContext(r.Context()).LeaveUnsettled()
+		}
+		w.WriteHeader(http.StatusCreated)
+		io.WriteString(w, "paid")
+	}))
+	r := f.post("k", "{}")
+	expect(t, r, 503, "claimed", "commit-failed")
+	settled(t, p)
+	if r.body != string(problemBody("commit-failed")) || r.header.Get("Retry-After") != "1" {
+		t.Errorf("body %s, Retry-After %q", r.body, r.header.Get("Retry-After"))
+	}
+	if !f.log.has("the connection was lost before the COMMIT: nothing was committed") {
+		t.Errorf("log %v", f.log.lines)
+	}
+	if f.lookup("k") != "" || f.writes("k") != 0 {
+		t.Errorf("after the connection was lost: idem_lookup %q, %d rows", f.lookup("k"), f.writes("k"))
+	}
+	expect(t, f.post("k", "{}"), 201, "claimed", "")
+	settled(t, p)
+	if f.writes("k") != 1 || p.Stat().TotalConns() != 1 {
+		t.Errorf("%d rows after the retry, want 1; %d connections", f.writes("k"), p.Stat().TotalConns())
+	}
 }
 
 // The pool's sessions terminated while a request is inside its handler (in the transactional mode holding its

@@ -62,9 +62,10 @@ type Options struct {
 	// Transactional runs the claim, the handler's database work and the finish in one transaction on one
 	// connection of the pool, committed once: the key and the work it guards commit together or not at all.
 	// The handler does its SQL on Tx(r.Context()) (or Attempt.Tx) and must not commit or roll it back itself
-	// (savepoints are fine). A panic or a retryable status rolls it all back; a COMMIT that fails answers 503
-	// commit-failed. The DB must then also have Begin (a *pgxpool.Pool does): see TxDB. For some routes only,
-	// wrap those with a middleware made with it.
+	// (savepoints are fine). A panic or a retryable status rolls it all back; a COMMIT that fails, or is not sent
+	// because the connection was lost before it, answers 503 commit-failed, and one whose answer never comes (or
+	// is a PANIC) 503 commit-unknown. The DB must then also have Begin (a *pgxpool.Pool does): see TxDB. For some
+	// routes only, wrap those with a middleware made with it.
 	Transactional bool
 }
 

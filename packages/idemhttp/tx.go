@@ -72,6 +72,16 @@ const (
 func (m *middleware) commit(tx pgx.Tx, a *Attempt, after string) commitOutcome {
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	defer cancel()
+	if conn := tx.Conn(); conn != nil && conn.IsClosed() {
+		// Lost before its COMMIT could be sent (a statement saw the session end, or was cut short): the server
+		// rolled the transaction back with the session, so the outcome is known. Rollback only gives the closed
+		// connection back, for pgxpool to destroy; its error is that the connection is closed.
+		_ = tx.Rollback(ctx)
+		m.c.logger.Printf("idemhttp: COMMIT (%q, %q) after %s: not sent: the connection was lost before the COMMIT: "+
+			"nothing was committed (the server rolled the transaction back with the session); the claim and the "+
+			"handler's changes are gone, nothing is stored", a.Scope, a.Key, after)
+		return rolledBack
+	}
 	err := tx.Commit(ctx)
 	switch {
 	case err == nil:
@@ -90,7 +100,8 @@ func (m *middleware) commit(tx pgx.Tx, a *Attempt, after string) commitOutcome {
 }
 
 // commitOrAnswer commits; when that did not certainly work it answers 503 in the handler's place, commit-failed
-// (nothing was committed) or commit-unknown (maybe it was), and reports false.
+// (nothing was committed: rolled back, or the connection lost before the COMMIT) or commit-unknown (maybe it was),
+// and reports false.
 func (m *middleware) commitOrAnswer(w http.ResponseWriter, tx pgx.Tx, a *Attempt, after string) bool {
 	switch m.commit(tx, a, after) {
 	case committed:
@@ -106,8 +117,10 @@ func (m *middleware) commitOrAnswer(w http.ResponseWriter, tx pgx.Tx, a *Attempt
 // commitRolledBack tells whether a COMMIT's error proves that nothing was committed: an error answer of the
 // server, or pgx's word that the transaction had already failed (PostgreSQL answers its COMMIT with ROLLBACK).
 // Not a session the server ended (class 08 connection exceptions; 57P01, 57P02, 57P03: shutdown, crash, no
-// connections now), which may come after the commit was made durable; not an error without a SQLSTATE (the
-// connection lost or closed); and nothing once ctx is done: the COMMIT was cut short by us, whatever came back.
+// connections now), which may come after the commit was made durable; not a PANIC, a failure inside the commit's
+// critical section (a WAL flush that failed), where the commit may be durable already; not an error without a
+// SQLSTATE (the connection lost or closed); and nothing once ctx is done: the COMMIT was cut short by us, whatever
+// came back.
 func commitRolledBack(ctx context.Context, err error) bool {
 	if ctx.Err() != nil {
 		return false
@@ -117,6 +130,12 @@ func commitRolledBack(ctx context.Context, err error) bool {
 	}
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) {
+		return false
+	}
+	// pgconn keeps only the localized severity, so a server whose lc_messages translates PANIC is not caught here;
+	// but the backend exits after a PANIC, and pgx, reading on to the end of the COMMIT's answer, usually reports
+	// that lost connection instead (no SQLSTATE: unknown too).
+	if pgErr.Severity == "PANIC" {
 		return false
 	}
 	code := pgErr.Code

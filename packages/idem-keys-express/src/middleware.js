@@ -236,7 +236,8 @@ class Attempt {
   }
 
   // Transactional mode: commits; when that did not certainly work, answers 503 in place of the handler's answer,
-  // commit-failed (nothing was committed) or commit-unknown (maybe it was), and tells so.
+  // commit-failed (nothing was committed: rolled back, or the connection lost before the COMMIT) or commit-unknown
+  // (maybe it was), and tells so.
   async committed(capture) {
     const outcome = await this.commit();
     if (outcome === 'committed') return true;
@@ -260,14 +261,18 @@ class Attempt {
     }
   }
 
-  // Transactional mode. 'committed', 'rolled-back' or 'unknown' (transaction.js); a failure is logged. Either way
-  // the client has gone back to the pool (or been destroyed) and is the handler's no more.
+  // Transactional mode. 'committed', 'rolled-back', 'lost' or 'unknown' (transaction.js); a failure is logged.
+  // Either way the client has gone back to the pool (or been destroyed) and is the handler's no more.
   async commit() {
     const { outcome, error } = await this.takeTransaction().commit();
     const key = JSON.stringify(this.key);
     if (outcome === 'rolled-back') {
       this.config.logger.error(`idem-keys-express: COMMIT for ${key}: ${error.message}; nothing was stored and the `
         + 'handler\'s writes are gone', error);
+    } else if (outcome === 'lost') {
+      this.config.logger.error(`idem-keys-express: COMMIT for ${key}: not sent: the connection was lost before the `
+        + 'COMMIT: nothing was committed (the server rolled the transaction back with the session); nothing was '
+        + `stored and the handler's writes are gone (${error.message})`, error);
     } else if (outcome === 'unknown') {
       this.config.logger.error(`idem-keys-express: COMMIT for ${key}: ${error.message}; its answer never came, so `
         + 'the outcome is unknown: the handler\'s writes and the answer may or may not have been committed. A retry '

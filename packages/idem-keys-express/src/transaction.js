@@ -23,12 +23,14 @@ export class TransactionEndedError extends Error {
 const SESSION_ENDED = new Set(['57P01', '57P02', '57P03']);
 
 // Whether a COMMIT's error proves that nothing was committed: an error answer of the server (it carries a severity
-// and a SQLSTATE), but not one that ended the session. An error without a SQLSTATE (the connection lost or closed,
-// a client-side timeout) means the answer never came.
+// and a SQLSTATE), but not one that ended the session, nor a PANIC: a failure inside the commit's critical section
+// (a WAL flush that failed), where the commit may be durable already. pg gives only the localized severity, so a
+// server whose lc_messages translates PANIC is not caught here. An error without a SQLSTATE (the connection lost or
+// closed, a client-side timeout) means the answer never came.
 export function commitRolledBack(err) {
   const code = err?.code;
-  return typeof err?.severity === 'string' && typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code)
-    && !code.startsWith('08') && !SESSION_ENDED.has(code);
+  return typeof err?.severity === 'string' && err.severity !== 'PANIC'
+    && typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) && !code.startsWith('08') && !SESSION_ENDED.has(code);
 }
 
 // A client of the pool with a transaction open on it (the pool's default isolation). A failed BEGIN gives the
@@ -68,10 +70,16 @@ class Transaction {
   }
 
   // Commits and gives the client back. 'committed'; 'rolled-back' when nothing was committed: the COMMIT's error
-  // proves it, or the transaction had failed already (PostgreSQL answers COMMIT with ROLLBACK then); 'unknown'
-  // when the COMMIT's answer never came, and the client is destroyed. error is what to log.
+  // proves it, or the transaction had failed already (PostgreSQL answers COMMIT with ROLLBACK then); 'lost' when
+  // the connection was lost before the COMMIT could be sent, so the server rolled the transaction back with the
+  // session, and the client is destroyed; 'unknown' when the COMMIT's answer never came, and the client is
+  // destroyed. error is what to log.
   async commit() {
     this.revoke();
+    if (this.lost) {
+      this.giveBack();
+      return { outcome: 'lost', error: this.lost };
+    }
     let result;
     try {
       result = await this.client.query('COMMIT');

@@ -1,5 +1,6 @@
 // Connections that die under the middleware, against a real idem_keys ($DATABASE_URL): a COMMIT whose answer never
-// arrives (503 commit-unknown), and the pool's sessions terminated mid-run, as a PostgreSQL restart or a failover
+// arrives (503 commit-unknown), one already lost before its COMMIT (503 commit-failed), and the pool's sessions
+// terminated mid-run, as a PostgreSQL restart or a failover
 // ends them, in both modes. The pools here carry an application_name of their own, and only their sessions are
 // terminated.
 import assert from 'node:assert/strict';
@@ -93,7 +94,7 @@ test('which COMMIT errors prove that nothing was committed', () => {
     assert.equal(commitRolledBack(err), true, err.message);
   }
   const unknown = [server('08006', 'FATAL'), server('08003'), server('57P01', 'FATAL'), server('57P02', 'FATAL'),
-    server('57P03', 'FATAL'), new Error('Connection terminated unexpectedly'), new Error('Query read timeout'),
+    server('57P03', 'FATAL'), server('XX000', 'PANIC'), server('58030', 'PANIC'), new Error('Connection terminated unexpectedly'), new Error('Query read timeout'),
     Object.assign(new Error('write EPIPE'), { code: 'EPIPE', errno: -32, syscall: 'write' }),
     Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET' }), undefined];
   for (const err of unknown) assert.equal(commitRolledBack(err), false, String(err?.message));
@@ -130,6 +131,47 @@ for (const [name, express] of EXPRESSES) {
         assert.deepEqual([retried.status, retried.headers['idempotency-outcome']], [201, 'claimed'], retried.raw.toString());
         assert.deepEqual(await writes(tenant, 'k'), ['paid'], 'the retry\'s write, once');
         assert.equal((await pay('k2')).status, 201);
+        assert.equal(pool.idleCount, pool.totalCount, 'every client back in the pool');
+      } finally {
+        await server.close();
+      }
+    });
+
+    // The handler leaves the key unsettled, so that the COMMIT comes with no idem_finish before it (a finish on the
+    // lost client fails first: 500 store-failed).
+    test('a connection lost before the COMMIT: not sent, 503 commit-failed; the retry runs afresh, one row', async () => {
+      const appName = fresh('idem-express-lost');
+      const pool = namedPool(appName, 1);
+      const logger = memoryLogger();
+      let calls = 0;
+      const server = await serve(express, pool, true, async (req, res) => {
+        calls += 1;
+        const { client, scope, key, leaveUnsettled } = req.idempotency;
+        await client.query(`INSERT INTO ${WRITES} (tenant, key, note) VALUES ($1, $2, 'paid')`, [scope, key]);
+        if (calls === 1) {
+          // The session ends while the handler holds the client; pg tells the client, which emits 'error'.
+          const seen = new Promise((resolve) => { client.once('error', resolve); });
+          assert.equal(await terminate(appName), 1, 'the handler\'s session');
+          await seen;
+          leaveUnsettled();
+        }
+        res.status(201).json({ calls });
+      }, logger);
+      const tenant = fresh('t');
+      const pay = as(server.port, tenant);
+      try {
+        const failed = await pay('k');
+        assert.equal(failed.status, 503, failed.raw.toString());
+        assert.equal(failed.raw.toString(), problem('commit-failed').body.toString());
+        assert.equal(failed.headers['retry-after'], '1');
+        assert.equal(failed.headers['idempotency-outcome'], 'claimed');
+        const logged = logger.lines.map(([, message]) => message).join('\n');
+        assert.match(logged, /COMMIT for "k".*the connection was lost before the COMMIT: nothing was committed/s);
+        assert.deepEqual(await writes(tenant, 'k'), [], 'nothing committed');
+        assert.equal(await lookup(observer, tenant, 'k'), null);
+        const retried = await pay('k');
+        assert.deepEqual([retried.status, retried.headers['idempotency-outcome']], [201, 'claimed'], retried.raw.toString());
+        assert.deepEqual(await writes(tenant, 'k'), ['paid'], 'the retry\'s write, once');
         assert.equal(pool.idleCount, pool.totalCount, 'every client back in the pool');
       } finally {
         await server.close();
