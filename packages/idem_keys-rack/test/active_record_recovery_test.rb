@@ -105,6 +105,38 @@ class ActiveRecordRecoveryTest < Minitest::Test
     assert_equal 201, post(app, tenant, fresh_key).status
   end
 
+  # An interrupt while COMMIT runs (here held up by a deferred trigger), the twin of RecoveryTest's: ActiveRecord
+  # answers an exception in its COMMIT with a ROLLBACK, which would first wait for the COMMIT to end. The COMMIT
+  # is cancelled instead, the client told its outcome is unknown, and the retry with the key learns which.
+  def test_an_interrupt_during_commit_is_commit_unknown
+    runs = 0
+    handler = Handler.new(&paying { |attempt|
+      runs += 1
+      RackKillableRecord.connection.exec_query("INSERT INTO rack_commit_effects VALUES ($1, $2, $3)", "effect",
+                                               [attempt.scope, attempt.key, runs == 1 ? "sleep" : "none"])
+    })
+    log = StringIO.new
+    app, key = app_for(handler, RackKillableRecord, transactional: true, log: log), fresh_key
+    request = later { post(app, tenant, key) }
+    Database.wait_until_running(RackKillableRecord::SESSIONS, "COMMIT")
+    request.raise(RequestTimeout, "the request ran out of time")
+    answered = request.join(20)
+    # Failing, the thread would hold the pool's one connection for two minutes: its session is ended first.
+    Database.terminate(RackKillableRecord::SESSIONS) unless answered
+    assert answered, "the interrupted request waited for its COMMIT to end"
+    reply = request.value
+    assert_problem reply, 503, "commit-unknown"
+    assert_equal ["1", "claimed"], [reply.headers["Retry-After"], reply.headers["Idempotency-Outcome"]]
+    assert_match(/outcome of the COMMIT is unknown/, log.string)
+    # The cancelled COMMIT committed nothing: the retry runs afresh, with one payment.
+    assert_equal [0, nil], [payments(key), Database.stored(tenant, key)]
+    again = post(app, tenant, key)
+    assert_equal [201, "claimed", nil], [again.status, again.headers["Idempotency-Outcome"],
+                                          again.headers["Idempotent-Replayed"]]
+    assert_equal [1, "replay"], [payments(key), Database.stored(tenant, key)]
+    assert_equal 201, post(app, tenant, fresh_key).status
+  end
+
   # Interrupted inside the claim (waiting there for the first attempt) while the thread holds its connection:
   # the next request on that connection is answered, without waiting out the interrupted statement.
   def test_an_interrupt_inside_a_claim_leaves_the_connection_usable

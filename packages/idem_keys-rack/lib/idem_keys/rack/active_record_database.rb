@@ -2,6 +2,7 @@
 
 require "pg"
 require_relative "connection_health"
+require_relative "transaction_status"
 
 module IdemKeys
   module Rack
@@ -40,6 +41,7 @@ module IdemKeys
           decision = nil
           rolled_back = nil # what the middleware's own decision to roll back ended as
           ours = nil
+          commit = nil # the key's COMMIT (not in a savepoint: the outer transaction commits)
           begin
             @model.transaction(requires_new: nested) do
               # Also sends the BEGIN (or SAVEPOINT) ActiveRecord may have held back, and (Rails 7.1 and later) marks
@@ -47,6 +49,7 @@ module IdemKeys
               # it (RestartParentTransaction: ROLLBACK and BEGIN), which would roll the claim back.
               raw = ar.raw_connection
               ours = ar.current_transaction
+              commit = KeyCommit.watch(ar, raw) unless nested
               tx = ActiveRecordTransaction.new(ar, raw, nested ? ours.savepoint_name : nil)
               begin
                 decision = HandlerSavepoints.around(ar, ours) { yield tx }
@@ -70,7 +73,10 @@ module IdemKeys
             # An after_commit callback of the app's raised once the COMMIT had succeeded: committed.
             return TransactionEnd.new(:committed, e) if ours.state.committed?
 
-            return Database.commit_end(e)
+            # What the COMMIT raised, not what ActiveRecord's ROLLBACK after it may have raised in its place.
+            return Database.commit_end(commit&.error || e)
+          ensure
+            KeyCommit.unwatch(ar)
           end
           rolled_back || TransactionEnd.new(:committed, nil)
         end
@@ -140,22 +146,66 @@ module IdemKeys
       end
     end
 
+    # The key's COMMIT on ActiveRecord's connection, which ActiveRecord sends when the `transaction` block ends,
+    # outside the handler's clean-up. An exception while it runs (an interrupt: Rack::Timeout, Thread#raise)
+    # ActiveRecord answers with a ROLLBACK, which would first wait for the COMMIT to end: held by a synchronous
+    # standby or a deferred trigger, that is minutes, or on a connection whose server vanished, until TCP gives
+    # up. The COMMIT is cancelled first (it commits or not: the middleware says the outcome is unknown), and what
+    # it raised is kept for the middleware to classify.
+    module KeyCommit
+      # The Watch of the key's transaction on this connection, until its COMMIT is sent.
+      attr_accessor :idem_keys_commit
+
+      # ActiveRecord's public DatabaseStatements#commit_db_transaction (Rails 6.1 through 8.0).
+      def commit_db_transaction
+        watch = idem_keys_commit
+        return super unless watch
+
+        # Only the key's own COMMIT: an after_commit callback's transaction commits as ever.
+        self.idem_keys_commit = nil
+        watch.run { super }
+      end
+
+      # Watches ar's next COMMIT, that of the transaction on raw: returns the Watch.
+      def self.watch(ar, raw)
+        ar.singleton_class.prepend(self) unless ar.singleton_class.include?(self)
+        ar.idem_keys_commit = Watch.new(raw)
+      end
+
+      def self.unwatch(ar)
+        ar.idem_keys_commit = nil if ar.singleton_class.include?(self)
+      end
+
+      # One COMMIT on raw (a PG::Connection) and what it raised, if anything (error).
+      class Watch
+        attr_reader :error
+
+        def initialize(raw)
+          @raw = raw
+        end
+
+        def run
+          yield
+        rescue Exception => e # rubocop:disable Lint/RescueException -- an interrupt is what this is for
+          @error = e
+          ConnectionHealth.cancel_running(@raw)
+          # The cancel did not reach the server: the session is closed rather than waited for.
+          ConnectionHealth.abandon(@raw) if ConnectionHealth.running?(@raw)
+          raise
+        end
+      end
+    end
+
     # One request's transaction on ActiveRecord's connection.
     class ActiveRecordTransaction
+      include TransactionStatus
+
       attr_reader :connection
 
       def initialize(ar, connection, savepoint)
         @ar = ar
         @connection = connection
         @savepoint = savepoint
-      end
-
-      def open?
-        ConnectionHealth::IN_TRANSACTION.include?(@connection.transaction_status)
-      end
-
-      def aborted?
-        @connection.transaction_status == PG::PQTRANS_INERROR
       end
 
       # After a failed JSON claim, which wrote nothing: back to where the transaction began. ActiveRecord has sent

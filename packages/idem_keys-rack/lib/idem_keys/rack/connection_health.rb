@@ -51,7 +51,7 @@ module IdemKeys
       # statement running, holding its locks, until it next writes to the client; and the next statement sent
       # would first wait for it to end.
       def cancel_running(conn)
-        return unless conn.status == PG::CONNECTION_OK && conn.transaction_status == PG::PQTRANS_ACTIVE
+        return unless running?(conn)
 
         # cancel answers nil once the server took the request; otherwise the statement runs on, not waited for.
         conn.discard_results if conn.cancel.nil?
@@ -59,19 +59,60 @@ module IdemKeys
         nil # broken? still says so: reset
       end
 
-      # Before conn goes back to the pool: outside any transaction and usable, or reset. Never raises: a reset that
-      # fails (the server is still away) leaves the connection broken, and the next checkout tries again.
+      # A statement was sent on conn and its answer is still to be read.
+      def running?(conn)
+        conn.status == PG::CONNECTION_OK && conn.transaction_status == PG::PQTRANS_ACTIVE
+      rescue PG::Error
+        false
+      end
+
+      # Closes the session without waiting for anything (not even a ROLLBACK's answer): the server, if it is still
+      # there, rolls back the transaction of a session that ended, and the connection, now broken, is reset by the
+      # next checkout.
+      def abandon(conn)
+        conn.reset_start
+      rescue PG::Error
+        nil # broken all the same
+      end
+
+      # Before conn goes back to the pool: outside any transaction and usable, or broken (reset by the next
+      # checkout), never in a transaction, where no checkout would take it again. Never raises an error of its
+      # own: a reset that fails (the server is still away) leaves the connection broken for the next checkout.
+      #
+      # An interrupt (Rack::Timeout) may end any of its waits: the ROLLBACK's answer, on a connection whose server
+      # vanished (a failover that moved the address), never comes until TCP gives up. Interrupted in its
+      # transaction or waiting for the ROLLBACK, the session is abandoned, with interrupts held back so that a
+      # second one cannot cut that short; interrupted with a statement still running, or in a reset, the
+      # connection is broken and the next checkout resets it.
       def tidy(conn)
-        cancel_running(conn)
-        # A ROLLBACK that an interrupt (Rack::Timeout) cut short would hand the next request a transaction.
+        rollback_sent = false
         Thread.handle_interrupt(Object => :never) do
-          conn.exec("ROLLBACK") if conn.status == PG::CONNECTION_OK && IN_TRANSACTION.include?(conn.transaction_status)
-        rescue PG::Error
-          nil # lost with the connection: reset below
+          Thread.handle_interrupt(Object => :immediate) do
+            cancel_running(conn)
+            if in_transaction?(conn)
+              rollback_sent = true
+              begin
+                conn.exec("ROLLBACK")
+              rescue PG::Error
+                nil # lost with the connection: reset below
+              end
+              rollback_sent = false
+            end
+            reset(conn) if broken?(conn)
+          end
+        rescue Exception # rubocop:disable Lint/RescueException -- whatever ended the wait, the session is closed
+          abandon(conn) if rollback_sent || in_transaction?(conn)
+          raise
         end
-        reset(conn) if broken?(conn)
       rescue PG::Error, IOError, SystemCallError
         nil
+      end
+
+      # In a transaction, and not waiting for an answer.
+      def in_transaction?(conn)
+        conn.status == PG::CONNECTION_OK && IN_TRANSACTION.include?(conn.transaction_status)
+      rescue PG::Error
+        false
       end
     end
   end

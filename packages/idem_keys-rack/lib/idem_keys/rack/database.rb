@@ -67,8 +67,8 @@ module IdemKeys
 
       # How a transaction whose COMMIT raised error ended. Only an error answer of the server's proves a rollback;
       # a lost connection, a client-side timeout or an interrupt while COMMIT ran, or a session the server shut
-      # down leave the outcome unknown. ActiveRecord wraps the driver's error (its cause), and an error raised
-      # while rolling back after the COMMIT failed wraps that one: the deepest PG::Error is the COMMIT's own.
+      # down leave the outcome unknown. ActiveRecord wraps the driver's error (its cause): the deepest PG::Error
+      # is the COMMIT's own.
       def commit_end(error)
         pg_error = nil
         cause = error
@@ -76,9 +76,25 @@ module IdemKeys
           pg_error = cause if cause.is_a?(PG::Error)
           cause = cause.cause
         end
-        sqlstate = pg_error && Store.sqlstate(pg_error)
-        unknown = sqlstate.nil? || sqlstate.start_with?("08") || SESSION_ENDED.include?(sqlstate)
-        TransactionEnd.new(unknown ? :commit_unknown : :commit_failed, error)
+        TransactionEnd.new(pg_error.nil? || outcome_unknown?(pg_error) ? :commit_unknown : :commit_failed, error)
+      end
+
+      # Whether a COMMIT's PG::Error leaves its outcome unknown: no SQLSTATE (the connection, not the server),
+      # class 08 or a session shut down (SESSION_ENDED), or a PANIC, which the server raises in the commit's
+      # critical section (a WAL flush that failed; "cannot abort transaction ..., it was already committed") and
+      # crashes on, whether or not the commit record was written.
+      def outcome_unknown?(pg_error)
+        sqlstate = Store.sqlstate(pg_error)
+        return true if sqlstate.nil? || sqlstate.start_with?("08") || SESSION_ENDED.include?(sqlstate)
+
+        severity(pg_error) == "PANIC"
+      end
+
+      # The severity of a server error: the untranslated field (PostgreSQL 9.6 and later), else the one in the
+      # server's lc_messages.
+      def severity(pg_error)
+        result = pg_error.result
+        result.error_field(PG::PG_DIAG_SEVERITY_NONLOCALIZED) || result.error_field(PG::PG_DIAG_SEVERITY)
       end
     end
   end

@@ -2,6 +2,7 @@
 
 require "pg"
 require_relative "connection_health"
+require_relative "transaction_status"
 
 module IdemKeys
   module Rack
@@ -62,19 +63,12 @@ module IdemKeys
 
     # One request's transaction on a connection of a PgPool.
     class PgTransaction
+      include TransactionStatus
+
       attr_reader :connection
 
       def initialize(connection)
         @connection = connection
-      end
-
-      # Whether the middleware's transaction is still open (the handler did not COMMIT or ROLLBACK it).
-      def open?
-        ConnectionHealth::IN_TRANSACTION.include?(@connection.transaction_status)
-      end
-
-      def aborted?
-        @connection.transaction_status == PG::PQTRANS_INERROR
       end
 
       # Rolls back what the transaction did and begins another on the same connection.
