@@ -1,10 +1,11 @@
 """A request cancelled wherever it waits on the database never keeps a pool connection, in either mode: at the
-BEGIN, the claim, the finish, the COMMIT, the ROLLBACK of a replay, a duplicate, a mismatch, a retryable answer or
-an exception, the release, and the claim's server-side wait. Two ways of cancelling: asyncio's Task.cancel (once),
-and anyio's cancel scope (Starlette's task groups), which cancels every later await of the task again until the
-scope is left. The test holds the request at the chosen point (a connection class whose method waits at a gate),
-cancels it there, then lets the held call go on; small_pool then requires every connection back in the pool,
-idle, and a later request must be served."""
+BEGIN, the claim, the finish, the COMMIT (before it is sent, and while the server runs it), the ROLLBACK of a
+replay, a duplicate, a mismatch, a retryable answer or an exception, the release, and the claim's server-side
+wait. Two ways of cancelling: asyncio's Task.cancel (once), and anyio's cancel scope (Starlette's task groups),
+which cancels every later await of the task again until the scope is left. The test holds the request at the
+chosen point (a connection class whose method waits at a gate, or the server's own COMMIT), cancels it there, then
+lets the held call go on; small_pool then requires every connection back in the pool, idle, and a later request
+must be served."""
 import asyncio
 import os
 from datetime import timedelta
@@ -165,7 +166,10 @@ async def test_transactional_cancelled_gives_the_connection_back(database_url, p
             after = await post(client, tenant, fresh_key())  # the one connection is back, and works
     assert after.status_code == 201 and after.headers["idempotency-outcome"] == "claimed"
     if point == "commit":
-        assert "cancelled during the commit of the 201 answer, whose outcome is unknown" in caplog.text
+        # Held before psycopg sent the COMMIT: nothing was committed, and the log says so. (A COMMIT cancelled
+        # while the server runs it: test_cancelled_while_the_commit_runs_on_the_server.)
+        assert "cancelled before the COMMIT of the 201 answer was sent: nothing was committed" in caplog.text
+        assert "is unknown" not in caplog.text
     if setup is None:
         # Nothing of the cancelled request committed (held before its COMMIT at the latest): the key is free.
         assert await stored(pool, tenant, key) is None
@@ -208,3 +212,71 @@ async def test_cancelled_while_the_claim_waits(database_url, pool, tables, tenan
             await cancel_at(post(client, tenant, key), style, waiting)
             after = await post(client, tenant, fresh_key())
     assert after.status_code == 201
+
+
+@pytest.fixture
+async def commit_sleeps(pool):
+    """A table whose deferred constraint trigger sleeps at COMMIT: a request whose handler writes there is still in
+    its COMMIT, on the server, for that long."""
+    async with pool.connection() as conn:
+        await conn.execute("CREATE TABLE IF NOT EXISTS asgi_tx_slow_commit (tenant text NOT NULL, key text NOT NULL)")
+        await conn.execute("CREATE OR REPLACE FUNCTION asgi_tx_sleep_at_commit() RETURNS trigger LANGUAGE plpgsql "
+                           f"AS $$ BEGIN PERFORM pg_sleep({COMMIT_SECONDS}); RETURN NULL; END $$")
+        await conn.execute("DROP TRIGGER IF EXISTS asgi_tx_sleep_at_commit ON asgi_tx_slow_commit")
+        await conn.execute("CREATE CONSTRAINT TRIGGER asgi_tx_sleep_at_commit AFTER INSERT ON asgi_tx_slow_commit "
+                           "DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION asgi_tx_sleep_at_commit()")
+
+
+# Long enough to be seen running in pg_stat_activity and cancelled there; the test waits it out at most once.
+COMMIT_SECONDS = 2
+
+
+def commit_running(name):
+    """Whether a session of application_name `name` is running a COMMIT on the server now."""
+    with psycopg.connect(os.environ["DATABASE_URL"], autocommit=True) as conn:
+        return conn.execute("SELECT count(*) > 0 FROM pg_stat_activity WHERE application_name = %s AND "
+                            "state = 'active' AND query = 'COMMIT'", (name,)).fetchone()[0]
+
+
+@pytest.mark.parametrize("style", STYLES)
+async def test_cancelled_while_the_commit_runs_on_the_server(database_url, pool, tables, commit_sleeps, tenant, style,
+                                                             caplog):
+    """The COMMIT is on the server (a deferred trigger sleeps in it) when the request is cancelled. psycopg asks
+    the server to cancel it and waits for its answer (a single cancellation), or, cancelled again while doing so
+    (a cancel scope), closes the connection with the COMMIT still running, which may then commit. Either way the
+    outcome is logged as unknown, the connection goes back to the pool (idle, or closed and replaced), and a retry
+    with the same key tells which it was: the stored answer replayed if it committed, a fresh run if it did not,
+    with the handler's write committed exactly once."""
+    name = f"idem-asgi-commit-{tenant}"
+
+    async def slow_commit(request, attempt):
+        await attempt.connection.execute("INSERT INTO asgi_tx_slow_commit VALUES (%s, %s)", (attempt.scope,
+                                                                                             attempt.key))
+        return Response(b"paid", 201)
+
+    async def committing():
+        return commit_running(name)
+    async with small_pool(database_url, application_name=name) as one:
+        handler, key = Handler(writing(slow_commit)), fresh_key()
+        async with client_for(tx_app(handler, one)) as client:
+            await cancel_at(post(client, tenant, key), style, committing)
+            assert "cancelled during the commit of the 201 answer, whose outcome is unknown" in caplog.text
+            async with asyncio.timeout(COMMIT_SECONDS + 10):  # the server ends the COMMIT, one way or the other
+                while commit_running(name) or one.get_stats()["pool_available"] < 1:
+                    await asyncio.sleep(0.05)
+            committed = [row for row in await writes(pool, tenant) if row[0] == key] == [(key, "claimed")]
+            assert await stored(pool, tenant, key) == ("replay" if committed else None)
+            handler.answer = writing()
+            again = await post(client, tenant, key)
+            runs = handler.runs
+            after = await post(client, tenant, fresh_key())  # the pool serves the next request
+    assert again.status_code == 201 and after.status_code == 201
+    if committed:
+        assert again.headers["idempotent-replayed"] == "true" and again.content == b"paid" and runs == 1
+    else:
+        assert "idempotent-replayed" not in again.headers and again.headers["idempotency-outcome"] == "claimed"
+        assert runs == 2
+    assert [row for row in await writes(pool, tenant) if row[0] == key] == [(key, "claimed")]
+    async with pool.connection() as conn:
+        cur = await conn.execute("SELECT count(*) FROM asgi_tx_slow_commit WHERE tenant = %s", (tenant,))
+        assert (await cur.fetchone())[0] == (1 if committed else 0)

@@ -199,6 +199,64 @@ async def test_a_commit_whose_answer_is_lost_is_503_commit_unknown(database_url,
     assert [row for row in await writes(pool, tenant) if row[0] == key] == [(key, "claimed")]
 
 
+async def test_unsettled_then_raised_on_a_lost_connection_committed_nothing(database_url, pool, tables, tenant,
+                                                                           caplog):
+    """The handler left the key unsettled, then a statement of its saw the session end, and it raised: the COMMIT
+    of the unsettled claim is never sent, and the server rolled the transaction back with the session. That is
+    known, not unknown: the log says nothing was committed, and the retry runs afresh."""
+    async def unsure_then_lost(request, attempt):
+        attempt.leave_unsettled()
+        await attempt.connection.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+    async with small_pool(database_url) as one:
+        handler, key = Handler(writing(unsure_then_lost)), fresh_key()
+        app = tx_app(handler, one)
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app, raise_app_exceptions=False),
+                                     base_url="http://test") as client:
+            lost = await post(client, tenant, key)
+            handler.answer = writing()
+            again = await post(client, tenant, key)
+    assert lost.status_code == 500  # the handler's exception, through Starlette's own error page
+    assert ("the connection was lost before the COMMIT of the unsettled claim, which was not sent: nothing was "
+            "committed") in caplog.text
+    assert "is unknown" not in caplog.text
+    assert again.status_code == 201 and again.headers["idempotency-outcome"] == "claimed"
+    assert await writes(pool, tenant) == [(key, "claimed")]  # the retry's only
+
+
+@pytest.mark.parametrize("unsettled", [True, False], ids=["unsettled", "an answer to store"])
+async def test_a_connection_lost_before_the_commit_committed_nothing(database_url, pool, tables, tenant, unsettled,
+                                                                     caplog):
+    """The handler's statement saw its session end, and the handler answered anyway: the server rolled the
+    transaction back with the session, and the COMMIT is not sent. Unsettled (no answer to store, so straight to
+    the COMMIT): 503 commit-failed, as in every package. With an answer to store: 500 store-failed, as a finish on
+    the lost connection would fail."""
+    async def answers_on_a_lost_session(request, attempt):
+        try:
+            await attempt.connection.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+        except psycopg.OperationalError:
+            pass  # the handler goes on regardless
+        if unsettled:
+            attempt.leave_unsettled()
+        return Response(b"paid", 201)
+    async with small_pool(database_url) as one:
+        handler, key = Handler(writing(answers_on_a_lost_session)), fresh_key()
+        async with client_for(tx_app(handler, one)) as client:
+            lost = await post(client, tenant, key)
+            handler.answer = writing()
+            again = await post(client, tenant, key)
+    if unsettled:
+        assert lost.status_code == 503 and lost.content == COMMIT_FAILED and lost.headers["retry-after"] == "1"
+    else:
+        expect_problem(lost, 500, "store-failed")
+    assert lost.headers["idempotency-outcome"] == "claimed"
+    what = "the unsettled 201 answer" if unsettled else "the 201 answer"
+    assert f"the connection was lost before the COMMIT of {what}, which was not sent: nothing was committed" in (
+        caplog.text)
+    assert "is unknown" not in caplog.text
+    assert again.status_code == 201 and again.headers["idempotency-outcome"] == "claimed"
+    assert await writes(pool, tenant) == [(key, "claimed")]  # the retry's only
+
+
 async def test_an_answer_that_cannot_be_stored_rolls_everything_back(database_url, pool, tables, tenant):
     big = b"x" * (1024 * 1024 + 1)  # over idem_keys.max_response_bytes' default: idem_finish refuses it
     async with small_pool(database_url) as one:

@@ -7,6 +7,7 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
 from django.http import HttpResponse
+from django.urls import URLResolver
 from rest_framework.exceptions import ValidationError
 from rest_framework.views import APIView
 
@@ -110,3 +111,41 @@ def test_a_view_not_marked_stays_in_the_transaction(settings, handler, tenant, t
     c = client()
     assert post(c, tenant, fresh_key()).content == b"True"
     assert post(c, tenant, fresh_key(), path="/pay-exempt").content == b"False"
+
+
+def test_the_requests_own_urlconf_is_the_one_resolved(settings, handler, tenant, tables):
+    """A middleware before this one set request.urlconf: the view Django will run is resolved there, so its mark
+    counts, not that of the view of the same path in ROOT_URLCONF."""
+    use(settings, TRANSACTIONAL=True)
+    settings.MIDDLEWARE = ["project.auth.Authenticate", "project.exempt_urls.UseExemptUrls",
+                           "idem_keys_django.middleware.IdempotencyMiddleware"]
+    handler.answer = lambda request, attempt: HttpResponse(str(attempt.transactional).encode(), status=201)
+    c = client()
+    assert post(c, tenant, fresh_key()).content == b"True"
+    assert post(c, tenant, fresh_key(), HTTP_X_EXEMPT_URLS="1").content == b"False"
+
+
+def test_the_url_is_resolved_only_for_a_key_to_claim(settings, handler, tenant, tables, monkeypatch):
+    """Reading a view's mark costs a resolution of the URL, on top of Django's own: only for a request whose key
+    is about to be claimed, never for a method the middleware does not cover, nor a request it refuses first."""
+    use(settings, TRANSACTIONAL=True)
+    resolved = []
+    resolve = URLResolver.resolve
+
+    def counted(self, path):
+        resolved.append(path)
+        return resolve(self, path)
+    monkeypatch.setattr(URLResolver, "resolve", counted)
+    c = client()
+
+    def resolutions(reply, status):
+        assert reply.status_code == status, reply.content
+        count = len(resolved)
+        resolved.clear()
+        return count
+    # Django's own resolution: one for a request that reaches the view, none for one the middleware answers.
+    assert resolutions(c.get("/pay", HTTP_X_TENANT=tenant), 201) == 1
+    assert resolutions(post(c, tenant, None), 400) == 0
+    assert resolutions(post(c, tenant, "a,b"), 400) == 0
+    assert resolutions(post(c, None, fresh_key()), 500) == 0  # no scope
+    assert resolutions(post(c, tenant, fresh_key()), 201) == 2  # the middleware's, then Django's

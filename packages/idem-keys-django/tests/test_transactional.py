@@ -9,7 +9,7 @@ import time
 import pytest
 from django.db import DatabaseError, connections, transaction
 from django.http import HttpResponse
-from django.test import Client
+from django.test import Client, TestCase
 
 from conftest import client, expect_problem, fresh_key, in_thread, post, stored, writes
 from test_middleware import started, use
@@ -182,6 +182,86 @@ def test_a_commit_whose_answer_is_lost_is_503_commit_unknown(mode, handler, tena
     assert again.status_code == 201 and again["Idempotency-Outcome"] == "claimed" and "Idempotent-Replayed" not in again
     assert post(c, tenant, fresh_key()).status_code == 201  # the lost connection was replaced
     assert [row for row in writes(tenant) if row[0] == key] == [(key, "claimed")]
+
+
+def test_unsettled_then_raised_on_a_lost_connection_committed_nothing(mode, handler, tenant, caplog):
+    """The view left the key unsettled, then a statement of its saw the session end, and it raised: the COMMIT of
+    the unsettled claim is never sent, and the server rolled the transaction back with the session. That is known,
+    not unknown: the log says nothing was committed, and the retry runs afresh."""
+    def unsure_then_lost(request, attempt):
+        attempt.leave_unsettled()
+        with connections[attempt.using].cursor() as cursor:
+            cursor.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+    handler.answer = writing(unsure_then_lost)
+    c, key = client(), fresh_key()
+    assert post(c, tenant, key).status_code == 500  # the view's exception, Django's 500 page
+    assert ("the connection was lost before the COMMIT of the unsettled claim, which was not sent: nothing was "
+            "committed") in caplog.text
+    assert "is unknown" not in caplog.text
+    handler.answer = writing()
+    again = post(c, tenant, key)
+    assert again.status_code == 201 and again["Idempotency-Outcome"] == "claimed"
+    assert writes(tenant) == [(key, "claimed")]  # the retry's only
+
+
+def test_unsettled_then_raised_after_a_failed_statement_says_nothing_was_done(settings, handler, tenant, tables,
+                                                                             caplog):
+    """The view left the key unsettled, a statement of its failed (caught), and then it raised: the transaction is
+    aborted, so PostgreSQL answers the COMMIT of the unsettled claim with ROLLBACK and no error. The log says
+    nothing was done, and the key is free."""
+    use(settings, TRANSACTIONAL=True)
+
+    def unsure_then_failed(request, attempt):
+        attempt.leave_unsettled()
+        try:
+            with connections[attempt.using].cursor() as cursor:
+                cursor.execute("SELECT 1 / 0")
+        except DatabaseError:
+            pass
+        raise RuntimeError("lost the provider's answer")
+    handler.answer = writing(unsure_then_failed)
+    c, key = client(), fresh_key()
+    assert post(c, tenant, key).status_code == 500
+    assert "the transaction of the unsettled claim had failed, nothing was done" in caplog.text
+    assert writes(tenant) == [] and stored(tenant, key) is None
+    handler.answer = writing()
+    assert post(c, tenant, key)["Idempotency-Outcome"] == "claimed"
+
+
+@pytest.mark.parametrize("unsettled", [True, False], ids=["unsettled", "an answer to store"])
+def test_a_connection_lost_before_the_commit_committed_nothing(settings, handler, tenant, tables, unsettled, caplog):
+    """The view's statement saw its session end, and the view answered anyway: the server rolled the transaction
+    back with the session, and the COMMIT is not sent. Unsettled (no answer to store, so straight to the COMMIT):
+    503 commit-failed, as in every package. With an answer to store: 500 store-failed, as a finish on the lost
+    connection would fail. (Under ATOMIC_REQUESTS Django's own block around the view raises on the lost
+    connection first: the test above.)"""
+    use(settings, TRANSACTIONAL=True)
+
+    def answers_on_a_lost_session(request, attempt):
+        try:
+            with connections[attempt.using].cursor() as cursor:
+                cursor.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+        except DatabaseError:
+            pass  # the view goes on regardless
+        if unsettled:
+            attempt.leave_unsettled()
+        return HttpResponse(b"paid", status=201)
+    handler.answer = writing(answers_on_a_lost_session)
+    c, key = client(), fresh_key()
+    lost = post(c, tenant, key)
+    if unsettled:
+        assert lost.status_code == 503 and lost.content == COMMIT_FAILED and lost["Retry-After"] == "1"
+    else:
+        expect_problem(lost, 500, "store-failed")
+    assert lost["Idempotency-Outcome"] == "claimed"
+    what = "the unsettled 201 answer" if unsettled else "the 201 answer"
+    assert f"the connection was lost before the COMMIT of {what}, which was not sent: nothing was committed" in (
+        caplog.text)
+    assert "is unknown" not in caplog.text
+    handler.answer = writing()
+    again = post(c, tenant, key)
+    assert again.status_code == 201 and again["Idempotency-Outcome"] == "claimed"
+    assert writes(tenant) == [(key, "claimed")]  # the retry's only
 
 
 @pytest.mark.parametrize("error", [RuntimeError("the hook failed"), DatabaseError("the hook's query failed")],
@@ -437,6 +517,29 @@ def test_under_a_testcase_the_json_restart_uses_a_savepoint(settings, handler, t
     finally:
         outer.__exit__(Exception, Exception(), None)  # rolled back, as TestCase does
     assert writes(tenant) == [] and handler.runs == 1
+
+
+def test_under_a_testcase_on_commit_callbacks_are_the_views_own(settings, handler, tenant, tables):
+    """An application's test captures its view's on_commit callbacks inside the test's transaction, where nothing
+    commits (TestCase.captureOnCommitCallbacks): it finds the view's, and none of the package's."""
+    use(settings, TRANSACTIONAL=True)
+
+    def views_hook():
+        pass
+
+    def hooked(request, attempt):
+        transaction.on_commit(views_hook, using=attempt.using)
+        return HttpResponse(b"paid", status=201)
+    handler.answer = writing(hooked)
+    outer = transaction.atomic()
+    outer._from_testcase = True  # what TestCase marks its own blocks with
+    outer.__enter__()
+    try:
+        with TestCase.captureOnCommitCallbacks(using="default") as callbacks:
+            assert post(client(), tenant, fresh_key()).status_code == 201
+    finally:
+        outer.__exit__(Exception, Exception(), None)  # rolled back, as TestCase does
+    assert callbacks == [views_hook]
 
 
 def test_after_each_request_the_connection_is_idle(mode, handler, tenant):

@@ -242,36 +242,51 @@ class IdempotencyMiddleware:
                          body: bytes) -> Problem | None:
         """Transactional mode: the answer is stored in the transaction that holds the claim and the handler's
         work, and the client hears of it only once that transaction committed."""
-        if tx.connection.closed:
-            # Lost before its COMMIT was sent (the handler went on after a failed statement): PostgreSQL rolled it
-            # all back with the connection.
-            self._log.error("idempotency: %r in %r: the connection was lost before the commit, nothing was "
-                            "committed; the %d answer is not stored", attempt.key, attempt.scope, status)
-            await tx.end()
-            return problems.STORE_FAILED
-        if tx.status not in (TransactionStatus.INTRANS, TransactionStatus.INERROR):
-            # The handler committed or rolled back the middleware's transaction: what is committed is not known.
-            self._log.error("idempotency: %r in %r: the handler ended the middleware's transaction itself; the %d "
-                            "answer is not stored", attempt.key, attempt.scope, status)
-            await tx.end()
-            return problems.STORE_FAILED
         if attempt.unsettled:
-            pass  # its work and the claim commit; the key is recovered once the lease ends
-        elif status in self._retryable:
+            # Its work and the claim commit, no answer stored; the key is recovered once the lease ends.
+            return await self._commit(tx, attempt, f"the unsettled {status} answer")
+        problem = await self._ended_before_commit(tx, attempt, f"the {status} answer", problems.STORE_FAILED)
+        if problem is not None:
+            return problem
+        if status in self._retryable:
             await tx.end()  # rolled back: its work and the claim vanish, the key is free at once
             return None
-        else:
-            try:
-                await store.finish_in(tx, attempt.scope, attempt.key, attempt.token, status, body,
-                                      self._headers_to_store(start), self._retention)
-            except psycopg.Error as e:
-                await tx.end()
-                return self._finish_failed(attempt, status, e)
+        try:
+            await store.finish_in(tx, attempt.scope, attempt.key, attempt.token, status, body,
+                                  self._headers_to_store(start), self._retention)
+        except psycopg.Error as e:
+            await tx.end()
+            return self._finish_failed(attempt, status, e)
         return await self._commit(tx, attempt, f"the {status} answer")
+
+    async def _ended_before_commit(self, tx: store.Transaction, attempt: Attempt, what: str,
+                                   if_lost: Problem) -> Problem | None:
+        """The problem to answer, logged and with the connection given back, when tx ended before the middleware
+        could commit it; None when it is still open, aborted or not."""
+        if tx.connection.closed:
+            # Lost before its COMMIT was sent (the handler went on after a statement that saw the session end):
+            # PostgreSQL rolled it all back with the session, so the outcome is known.
+            self._log.error("idempotency: %r in %r: the connection was lost before the COMMIT of %s, which was not "
+                            "sent: nothing was committed (the server rolled the transaction back with the session)",
+                            attempt.key, attempt.scope, what)
+            problem = if_lost
+        elif tx.status not in (TransactionStatus.INTRANS, TransactionStatus.INERROR):
+            # The handler committed or rolled back the middleware's transaction: what is committed is not known.
+            self._log.error("idempotency: %r in %r: the handler ended the middleware's transaction itself; %s is not "
+                            "stored", attempt.key, attempt.scope, what)
+            problem = problems.STORE_FAILED
+        else:
+            return None
+        await tx.end()
+        return problem
 
     async def _commit(self, tx: store.Transaction, attempt: Attempt, what: str) -> Problem | None:
         """Commits tx and gives its connection back. The problem to answer when the COMMIT did not succeed:
-        commit-failed when the server's answer proves it rolled back, commit-unknown when its answer was lost."""
+        commit-failed when nothing was committed (the server's answer proves a rollback, or the connection was lost
+        before the COMMIT was sent), commit-unknown when the COMMIT's answer was lost."""
+        problem = await self._ended_before_commit(tx, attempt, what, problems.COMMIT_FAILED)
+        if problem is not None:
+            return problem
         try:
             await tx.commit()
         except psycopg.Error as e:
@@ -287,9 +302,17 @@ class IdempotencyMiddleware:
                               "done: %s", attempt.key, attempt.scope, what, e)
             return problems.COMMIT_FAILED
         except BaseException:
-            # Cancelled while the COMMIT ran: the server may have committed before the cancellation reached it.
-            self._log.error("idempotency: %r in %r: cancelled during the commit of %s, whose outcome is unknown; a "
-                            "retry with the same Idempotency-Key tells", attempt.key, attempt.scope, what)
+            if tx.status in (TransactionStatus.INTRANS, TransactionStatus.INERROR):
+                # Cancelled before psycopg sent the COMMIT (once sent, the connection is ACTIVE until its answer,
+                # then IDLE): `end` rolls the transaction back.
+                self._log.warning("idempotency: %r in %r: cancelled before the COMMIT of %s was sent: nothing was "
+                                  "committed", attempt.key, attempt.scope, what)
+            else:
+                # Cancelled while the COMMIT ran: the server may have committed before the cancellation reached
+                # it, or psycopg gave up waiting for its answer.
+                self._log.error("idempotency: %r in %r: cancelled during the commit of %s, whose outcome is "
+                                "unknown; a retry with the same Idempotency-Key tells", attempt.key, attempt.scope,
+                                what)
             raise
         finally:
             await tx.end()

@@ -201,11 +201,17 @@ class Transaction:
 
 def commit_outcome_unknown(error: psycopg.Error) -> bool:
     """Whether a failed COMMIT may have committed all the same. An error the server sent proves a rollback,
-    except class 08 (connection exception) and 57P01-57P03 (the server shut the session down: its answer to the
-    COMMIT is not the COMMIT's outcome). No SQLSTATE means no answer: the connection was lost or closed while the
-    COMMIT ran."""
+    except class 08 (connection exception), 57P01-57P03 (the server shut the session down: its answer to the
+    COMMIT is not the COMMIT's outcome), and a PANIC: a failure inside the commit's critical section (a WAL flush
+    that failed, "cannot abort transaction ..., it was already committed"), where the commit may be durable
+    already. No SQLSTATE means no answer: the connection was lost or closed while the COMMIT ran."""
     code = error.sqlstate
-    return code is None or code.startswith("08") or code in _SESSION_SHUT_DOWN
+    if code is None or code.startswith("08") or code in _SESSION_SHUT_DOWN:
+        return True
+    # The severity as the server wrote it, before translation (PostgreSQL 9.6 and later); the translated one
+    # only from an older server, where lc_messages may spell PANIC otherwise.
+    severity = error.diag.severity_nonlocalized or error.diag.severity
+    return severity == "PANIC"
 
 
 # admin_shutdown, crash_shutdown, cannot_connect_now.

@@ -6,6 +6,7 @@ import logging
 from typing import Any
 
 from django.db import DatabaseError, transaction
+from psycopg.pq import TransactionStatus
 
 from . import problems, store
 from .attempt import Attempt
@@ -18,9 +19,20 @@ _SESSION_SHUT_DOWN = frozenset({"57P01", "57P02", "57P03"})
 _DURABLE_NESTED = "durable atomic block cannot be nested"
 
 
+class _RollBack(Exception):
+    """Handed to an atomic block's __exit__ to roll it back: Django's own way, without set_rollback's checks."""
+
+
+_ROLL_BACK = _RollBack()
+
+
 def commit(log: logging.Logger, attempt: Attempt, atomic: transaction.Atomic, what: str) -> Problem | None:
     """Leaves the request's atomic block: COMMIT, then the on_commit hooks, the attempt's own first. The problem
     to answer instead of the view's answer, if any."""
+    problem = _not_committable(log, attempt, atomic, what)
+    if problem is not None:
+        roll_back(atomic)
+        return problem
     try:
         atomic.__exit__(None, None, None)
     except Exception as e:
@@ -50,12 +62,56 @@ def commit(log: logging.Logger, attempt: Attempt, atomic: transaction.Atomic, wh
     return None
 
 
+def _not_committable(log: logging.Logger, attempt: Attempt, atomic: transaction.Atomic,
+                     what: str) -> Problem | None:
+    """The problem to answer, logged, when the request's transaction can no longer be committed as it was asked
+    to: Django would leave the block without an error and without committing (or PostgreSQL would answer COMMIT
+    with ROLLBACK), or send nothing at all."""
+    connection = transaction.get_connection(atomic.using)
+    raw = connection.connection
+    if raw is None or raw.closed:
+        # Lost before its COMMIT was sent (the view went on after a statement that saw the session end): the server
+        # rolled it all back with the session, so the outcome is known.
+        log.error("idempotency: %r in %r: the connection was lost before the COMMIT of %s, which was not sent: "
+                  "nothing was committed (the server rolled the transaction back with the session)", attempt.key,
+                  attempt.scope, what)
+        return problems.COMMIT_FAILED
+    status = raw.info.transaction_status
+    if status not in (TransactionStatus.INTRANS, TransactionStatus.INERROR):
+        # The view ended the transaction itself (a raw COMMIT or ROLLBACK): what is committed is not known.
+        log.error("idempotency: %r in %r: the view ended the request's transaction itself; %s is not stored",
+                  attempt.key, attempt.scope, what)
+        return problems.STORE_FAILED
+    if connection.needs_rollback or status == TransactionStatus.INERROR:
+        # A statement failed in it: Django would roll back instead of committing, PostgreSQL would answer the
+        # COMMIT with ROLLBACK, and neither would raise.
+        log.warning("idempotency: %r in %r: the transaction of %s had failed, nothing was done", attempt.key,
+                    attempt.scope, what)
+        return problems.COMMIT_FAILED
+    return None
+
+
+def roll_back(atomic: transaction.Atomic, error: BaseException = _ROLL_BACK) -> None:
+    """Ends the request's atomic block with a ROLLBACK, once (a second call does nothing). Django closes a
+    connection whose ROLLBACK failed, then connects again to restore autocommit; when the server is away that
+    raises, but the transaction is over all the same, and the next statement connects afresh."""
+    if atomic not in transaction.get_connection(atomic.using).atomic_blocks:
+        return
+    try:
+        atomic.__exit__(type(error), error, error.__traceback__)
+    except DatabaseError:
+        pass
+
+
 def commit_outcome_unknown(error: DatabaseError) -> bool:
     """Whether a failed COMMIT may have committed all the same. An error the server sent proves a rollback,
-    except class 08 (connection exception) and 57P01-57P03. No SQLSTATE means no answer: the connection was lost
-    or closed while the COMMIT ran."""
+    except class 08 (connection exception), 57P01-57P03, and a PANIC: a failure inside the commit's critical
+    section (a WAL flush that failed, "cannot abort transaction ..., it was already committed"), where the commit
+    may be durable already. No SQLSTATE means no answer: the connection was lost or closed while the COMMIT ran."""
     code = store.sqlstate(error)
-    return code is None or code.startswith("08") or code in _SESSION_SHUT_DOWN
+    if code is None or code.startswith("08") or code in _SESSION_SHUT_DOWN:
+        return True
+    return store.severity(error) == "PANIC"
 
 
 def explain(log: logging.Logger, attempt: Attempt, error: Any) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from django.core.exceptions import RequestDataTooBig
@@ -26,13 +27,6 @@ from .problems import Problem
 _KEY_META = "HTTP_IDEMPOTENCY_KEY"
 
 
-class _RollBack(Exception):
-    """Handed to an atomic block's __exit__ to roll it back: Django's own way, without set_rollback's checks."""
-
-
-_ROLL_BACK = _RollBack()
-
-
 class Guard:
     """One configuration (IDEM_KEYS, with a view's own options over it) applied to requests."""
 
@@ -50,14 +44,15 @@ class Guard:
     # ---- before the view ---------------------------------------------------------------------------------------
 
     def begin(self, request: HttpRequest, scope_request: Any = None,
-              transactional: bool | None = None) -> Attempt | HttpResponseBase | None:
+              transactional: bool | Callable[[], bool] | None = None) -> Attempt | HttpResponseBase | None:
         """None: the request is not for this guard (another method, or no key where none is required): run the
         view untouched. A response: send it instead of running the view (a problem, or the first answer's
         replay). An Attempt: the key is claimed (in transactional mode inside the request's transaction, now open
         on the alias' connection): run the view, then `finish` with its answer, or `abort` if it raised.
 
         `scope_request` is what the scope function gets, when it is not `request` (DRF's Request).
-        `transactional` overrides the options' mode for this request (a view outside ATOMIC_REQUESTS)."""
+        `transactional` overrides the options' mode for this request (a view outside ATOMIC_REQUESTS); a function
+        is asked only once a key is about to be claimed (the middleware resolves the URL in it)."""
         if not self.covers(request):
             return None
         field = request.META.get(_KEY_META)
@@ -77,7 +72,8 @@ class Guard:
             return body.response()
         fingerprint = store.Request(str(request.method), _target(request), body, _is_json(request.META))
         connection = connections[self.alias]
-        if self.options.transactional if transactional is None else transactional:
+        mode = self.options.transactional if transactional is None else transactional
+        if mode() if callable(mode) else mode:
             return self._claim_in_transaction(connection, tenant, key, fingerprint)
         try:
             claim = store.claim(connection, tenant, key, fingerprint, self.options.lease, self.options.wait)
@@ -105,23 +101,26 @@ class Guard:
         try:
             claim = self._claim_in(connection, atomic, tenant, key, fingerprint)
         except BaseException as e:
-            _roll_back(atomic, e)
+            commit.roll_back(atomic, e)
             if not isinstance(e, DatabaseError):
                 raise
             self._log.warning("idempotency: claim of %r in %r failed: %s", key, tenant, e)
             return problems.STORE_UNAVAILABLE.response()
         if claim.outcome in ("claimed", "recovered") and claim.token is not None:
             attempt = Attempt(tenant, key, claim.outcome, claim.token, self.alias, True, _atomic=atomic)
-            # The first of the transaction's on_commit hooks, so it runs before any of the view's: once it has
-            # run, the COMMIT succeeded, whatever a later hook raises (commit.py).
-            transaction.on_commit(attempt._note_committed, using=self.alias)
+            if _outermost(connection, atomic):
+                # The first of the transaction's on_commit hooks, so it runs before any of the view's: once it has
+                # run, the COMMIT succeeded, whatever a later hook raises (commit.py). Only where the block's end
+                # is a COMMIT: inside a test's transaction (TestCase) it releases a savepoint, no hook runs, and
+                # captureOnCommitCallbacks() would count this one among the view's.
+                transaction.on_commit(attempt._note_committed, using=self.alias)
             return attempt
-        _roll_back(atomic)  # a replay, a duplicate, a mismatch: the claim wrote nothing
+        commit.roll_back(atomic)  # a replay, a duplicate, a mismatch: the claim wrote nothing
         return self._answer(claim)
 
     def _claim_in(self, connection: BaseDatabaseWrapper, atomic: transaction.Atomic, tenant: str, key: str,
                   fingerprint: store.Request) -> store.Claim:
-        if connection.atomic_blocks and connection.atomic_blocks[0] is atomic:
+        if _outermost(connection, atomic):
             def restart() -> None:
                 # Nothing was written in the transaction yet. Django forbids a rollback inside atomic, so
                 # psycopg's own: psycopg then begins the next transaction with the next statement, and Django's
@@ -211,53 +210,55 @@ class Guard:
             if attempt.unsettled:
                 commit.commit(self._log, attempt, atomic, "the unsettled claim")  # logged; Django's 500 goes on
             else:
-                _roll_back(atomic)  # its work and the claim vanish: the key is free at once
+                commit.roll_back(atomic)  # its work and the claim vanish: the key is free at once
             return response
         try:
-            state = _transaction_status(connection)
-            if state == TransactionStatus.UNKNOWN:
-                # Lost before its COMMIT was sent (the view went on after a failed statement): PostgreSQL rolled
-                # it all back with the connection.
-                self._log.error("idempotency: %r in %r: the connection was lost before the commit, nothing was "
-                                "committed; the %d answer is not stored", attempt.key, attempt.scope, status)
-                _roll_back(atomic)
-                return problems.STORE_FAILED.response()
-            if state not in (TransactionStatus.INTRANS, TransactionStatus.INERROR):
-                # The view ended the transaction itself (a raw COMMIT or ROLLBACK): what is committed is not known.
-                self._log.error("idempotency: %r in %r: the view ended the request's transaction itself; the %d "
-                                "answer is not stored", attempt.key, attempt.scope, status)
-                _roll_back(atomic)
-                return problems.STORE_FAILED.response()
-            aborted = connection.needs_rollback or state == TransactionStatus.INERROR
-            if attempt.unsettled:
-                pass  # its work and the claim commit; the key is recovered once the lease ends
-            elif status in self.options.retryable_statuses:
-                _roll_back(atomic)  # its work and the claim vanish: the key is free at once
-                return response
-            elif aborted:
-                self._log.error("idempotency: %r in %r: a statement failed in the request's transaction, which "
-                                "cannot be committed; the %d answer is not stored", attempt.key, attempt.scope, status)
-                _roll_back(atomic)
-                return problems.STORE_FAILED.response()
-            else:
+            if not attempt.unsettled:  # unsettled: no answer to store, straight to the COMMIT (which checks)
+                problem = self._lost_or_ended(attempt, connection, atomic, status)
+                if problem is not None:
+                    return problem.response()
+                if status in self.options.retryable_statuses:
+                    commit.roll_back(atomic)  # its work and the claim vanish: the key is free at once
+                    return response
+                if connection.needs_rollback or _transaction_status(connection) == TransactionStatus.INERROR:
+                    self._log.error("idempotency: %r in %r: a statement failed in the request's transaction, which "
+                                    "cannot be committed; the %d answer is not stored", attempt.key, attempt.scope,
+                                    status)
+                    commit.roll_back(atomic)
+                    return problems.STORE_FAILED.response()
                 body = _hold(response)
                 try:
                     store.finish(connection, attempt.scope, attempt.key, attempt.token, status, body,
                                  self._headers_to_store(response), self.options.retention)
                 except DatabaseError as e:
-                    _roll_back(atomic)
+                    commit.roll_back(atomic)
                     return self._finish_failed(attempt, status, e).response()
-            if aborted:
-                # Django would answer COMMIT with a ROLLBACK, PostgreSQL too: say what it would have done.
-                _roll_back(atomic)
-                self._log.warning("idempotency: %r in %r: the transaction of the %d answer had failed, nothing was "
-                                  "done", attempt.key, attempt.scope, status)
-                return problems.COMMIT_FAILED.response()
         except BaseException as e:
-            _roll_back(atomic, e)
+            commit.roll_back(atomic, e)
             raise
-        problem = commit.commit(self._log, attempt, atomic, f"the {status} answer")
+        what = f"the unsettled {status} answer" if attempt.unsettled else f"the {status} answer"
+        problem = commit.commit(self._log, attempt, atomic, what)
         return response if problem is None else problem.response()
+
+    def _lost_or_ended(self, attempt: Attempt, connection: BaseDatabaseWrapper, atomic: transaction.Atomic,
+                       status: int) -> Problem | None:
+        """STORE_FAILED, logged and rolled back, when the transaction is gone before the answer could be stored in
+        it: its connection was lost, or the view ended it."""
+        state = _transaction_status(connection)
+        if state == TransactionStatus.UNKNOWN:
+            # Lost before its COMMIT was sent (the view went on after a statement that saw the session end):
+            # PostgreSQL rolled it all back with the session.
+            self._log.error("idempotency: %r in %r: the connection was lost before the COMMIT of the %d answer, "
+                            "which was not sent: nothing was committed (the server rolled the transaction back with "
+                            "the session)", attempt.key, attempt.scope, status)
+        elif state not in (TransactionStatus.INTRANS, TransactionStatus.INERROR):
+            # The view ended the transaction itself (a raw COMMIT or ROLLBACK): what is committed is not known.
+            self._log.error("idempotency: %r in %r: the view ended the request's transaction itself; the %d answer "
+                            "is not stored", attempt.key, attempt.scope, status)
+        else:
+            return None
+        commit.roll_back(atomic)
+        return problems.STORE_FAILED
 
     def abort(self, attempt: Attempt, error: BaseException) -> None:
         """The view raised before its answer (the exception goes on after this): its key is released, in
@@ -272,7 +273,7 @@ class Guard:
             if attempt.unsettled and isinstance(error, Exception):
                 commit.commit(self._log, attempt, atomic, "the unsettled claim")  # logged; the exception goes on
             else:
-                _roll_back(atomic, error)
+                commit.roll_back(atomic, error)
         elif isinstance(error, Exception) and not attempt.unsettled:
             self._release(attempt)
 
@@ -306,16 +307,9 @@ class Guard:
         return stored
 
 
-def _roll_back(atomic: transaction.Atomic, error: BaseException = _ROLL_BACK) -> None:
-    """Ends the request's atomic block with a ROLLBACK, once (a second call does nothing). Django closes a
-    connection whose ROLLBACK failed, then connects again to restore autocommit; when the server is away that
-    raises, but the transaction is over all the same, and the next statement connects afresh."""
-    if atomic not in transaction.get_connection(atomic.using).atomic_blocks:
-        return
-    try:
-        atomic.__exit__(type(error), error, error.__traceback__)
-    except DatabaseError:
-        pass
+def _outermost(connection: BaseDatabaseWrapper, atomic: transaction.Atomic) -> bool:
+    """Whether atomic is the transaction itself, not a savepoint inside a test's (TestCase's) transaction."""
+    return bool(connection.atomic_blocks) and connection.atomic_blocks[0] is atomic
 
 
 def _transaction_status(connection: BaseDatabaseWrapper) -> TransactionStatus | None:

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 from django.http import HttpRequest
 from django.http.response import HttpResponseBase
-from django.urls import Resolver404, resolve
+from django.urls import Resolver404, get_resolver
 
 from . import conf
 from .attempt import Attempt
@@ -40,7 +40,7 @@ class IdempotencyMiddleware:
     def __call__(self, request: HttpRequest) -> HttpResponseBase:
         if self._paths is not None and not any(p.match(request.path_info) for p in self._paths):
             return self.get_response(request)
-        started = self._guard.begin(request, transactional=self._transactional_for(request))
+        started = self._guard.begin(request, transactional=lambda: self._transactional_for(request))
         if started is None:
             return self.get_response(request)
         if not isinstance(started, Attempt):
@@ -57,11 +57,13 @@ class IdempotencyMiddleware:
 
     def _transactional_for(self, request: HttpRequest) -> bool:
         """The mode, unless the view the request goes to was taken out of ATOMIC_REQUESTS for the alias by its
-        author: Django resolves the URL only after the middleware chain has begun, so it is resolved here too."""
+        author: Django resolves the URL only after the middleware chain has begun, so it is resolved here too, as
+        Django will (with the request's own urlconf, when a middleware before this one set it), and only for a
+        request whose key is about to be claimed."""
         if not self._guard.options.transactional:
             return False
         try:
-            match = resolve(request.path_info, getattr(request, "urlconf", None))
+            match = get_resolver(getattr(request, "urlconf", None)).resolve(request.path_info)
         except Resolver404:
             return True  # Django's 404, in the transaction like any answer
         return self._guard.alias not in non_atomic_requests_of(match.func)

@@ -65,6 +65,19 @@ def sqlstate(error: BaseException) -> str | None:
     return None
 
 
+def severity(error: BaseException) -> str | None:
+    """The severity of a database error (ERROR, FATAL, PANIC) as the server wrote it, before translation
+    (PostgreSQL 9.6 and later); the translated one only from an older server, where lc_messages may spell it
+    otherwise. Django wraps psycopg's error, which is its __cause__."""
+    for e in (error, error.__cause__):
+        diag = getattr(e, "diag", None)
+        if diag is not None:
+            value = diag.severity_nonlocalized or diag.severity
+            if isinstance(value, str):
+                return value
+    return None
+
+
 def claim(connection: BaseDatabaseWrapper, scope: str, key: str, request: Request, lease: Interval | None,
           wait: Interval | None, restart: Callable[[], None] | None = None) -> Claim:
     """The JSON fingerprint first when the body says JSON, else (or when jsonb refuses it) the bytes one. In a
