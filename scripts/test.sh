@@ -192,9 +192,18 @@ stage_citus() {
   bash bench/citus.sh --smoke # the hop benchmark runs, so it never rots (not a measurement)
 }
 
-# The release build, compiled and installed (what the other stages of a major install first): the background
-# set-up runs it for each other major while the host's stages run.
+# What a major's stages compile, compiled ahead: the pgtest stage's test harness and the build with the test
+# functions it installs (the same cargo invocations cargo pgrx test and pgrx-tests make, so cargo finds them fresh
+# then), and the release build the other stages install. The background set-up runs it for each other major while
+# the host's stages run.
 stage_build() {
+  local features="pg$PG_MAJOR pg_test"
+  local log; log=$(mktemp)
+  PGRX_FEATURES=$features PGRX_NO_DEFAULT_FEATURES=true PGRX_ALL_FEATURES=false PGRX_BUILD_PROFILE=dev \
+    PGRX_NO_SCHEMA=false cargo test --no-run --features "$features" --no-default-features >"$log" 2>&1 \
+    || { cat "$log"; rm -f "$log"; return 1; }
+  rm -f "$log"
+  cargo pgrx install --test --pg-config "$PG_CONFIG" --features "$features" --no-default-features >/dev/null
   install_release
 }
 
