@@ -104,7 +104,8 @@ start() {
     # CREATE EXTENSION on the coordinator is run on every worker too.
     "${c[@]}" -c "CREATE EXTENSION IF NOT EXISTS idem_keys"
   fi
-  "${c[@]}" -f "$here/citus/idem_keys_distribute.sql" >/dev/null
+  # On standard input: psql runs as postgres, which may not enter the checkout (a root user's clone in /root).
+  "${c[@]}" <"$here/citus/idem_keys_distribute.sql" >/dev/null
   echo "citus: coordinator 127.0.0.1:$port, workers :$((port + 1)) :$((port + 2)), database idem ($edition)"
 }
 
@@ -118,7 +119,7 @@ add() {
   if [ -f "$dir/idem_keys_portable.sql" ]; then
     sql "$dir/worker3" "$port" -d idem -c "SET citus.enable_ddl_propagation = off" -f "$dir/idem_keys_portable.sql" >/dev/null
   fi
-  sql "$dir/coordinator" "$coordinator_port" -d idem -f "$here/citus/idem_keys_distribute.sql" >/dev/null
+  sql "$dir/coordinator" "$coordinator_port" -d idem <"$here/citus/idem_keys_distribute.sql" >/dev/null
 }
 
 stop() {
