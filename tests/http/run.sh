@@ -26,7 +26,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
-bash scripts/cluster.sh start "$work/pg" "$pg_port"
+# Six suites at once, each app with a pool of up to 18 connections, then twelve apps on the restart: more than
+# the default 100.
+bash scripts/cluster.sh start "$work/pg" "$pg_port" "max_connections = 400"
 admin=(psql -h "$work/pg" -p "$pg_port" -U postgres -XqAt -v ON_ERROR_STOP=1)
 # The apps connect as shop, an ordinary role that owns its databases (so it may create the payments table).
 edition_databases "$work/pg" "$pg_port" http
