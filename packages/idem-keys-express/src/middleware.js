@@ -136,9 +136,9 @@ async function handle(config, req, res, next) {
   // the replayed body (body-parser treats a request whose socket is gone as finished), so the handler would see
   // none and its 400 would become the key's stored answer. The key goes back instead, and the retry runs.
   if (clientGone(req)) {
+    await attempt.release();
     config.logger.warn(`idem-keys-express: the client of ${JSON.stringify(key)} hung up before the handler ran; `
       + 'the key was released');
-    await attempt.release();
     return;
   }
   req.idempotency = attempt.context;
