@@ -20,6 +20,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.parse
 from pathlib import Path
 
 from suite import PAY, REPO, App, Failed, expect, fresh, show  # the sample apps, as the suite runs them
@@ -86,7 +87,7 @@ def main():
     parser.add_argument("langs", nargs="+")
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so the finally block stops the apps
-    pg_port = int(args.database_url.rsplit(":", 1)[1].split("/")[0])
+    pg_port = urllib.parse.urlsplit(args.database_url).port
     apps = []
     for lang in args.langs:
         for mode, env in (("default", {}), ("transactional", {"IDEM_TX": "1"})):
