@@ -4,11 +4,15 @@
 # project PROJECT_DIR (its node_modules already made from its lockfile), as a user's `npm install` would, without
 # touching PROJECT_DIR's package.json or lockfile. Packs once per change of the package's files (their hash is kept
 # in dist/), installs once per new tarball (its hash is kept in PROJECT_DIR/node_modules, which `npm ci` clears).
-# Without PROJECT_DIR, only packs. Prints the tarball's path on the last line.
+# Without PROJECT_DIR, only packs. Prints the tarball's path on the last line. One run per PACKAGE_DIR at a time,
+# and one per PROJECT_DIR (locks on them): the host and a Debian root may set up the same directories at once.
 set -euo pipefail
 scripts=$(cd "$(dirname "$0")" && pwd)
 dir=$(cd "${1:?usage: install_npm_pack.sh PACKAGE_DIR PROJECT_DIR}" && pwd)
 project=${2:+$(cd "$2" && pwd)}
+exec {package_lock}<"$dir"
+flock "$package_lock"
+if [ -n "$project" ]; then exec {project_lock}<"$project"; flock "$project_lock"; fi
 cd "$dir"
 name=$(node -p "require('./package.json').name")
 hash=$(bash "$scripts/tree_hash.sh" . './dist/*' './node_modules/*' './.powertools/*')

@@ -40,6 +40,11 @@ ensure() {
   local major=$1 suite dir
   suite=$(suite_of "$major") dir="$roots/pg$major"
   bash "$here/scripts/apt_install.sh" pg_root debootstrap
+  # One ensure per root at a time: the background set-up and a host stage that needs a newer stack (the HTTP
+  # suite) may both ask for it; the second waits, then finds it built.
+  mkdir -p "$roots"
+  exec {lock}>"$roots/pg$major.lock"
+  flock "$lock"
   if [ ! -f "$dir/.debootstrap-done" ]; then
     echo "pg_root: building a $suite root for PostgreSQL $major in $dir (about a minute, once per machine)"
     rm -rf "$dir"; mkdir -p "$dir"
@@ -55,12 +60,14 @@ ensure() {
   missing=$(in_root "$major" bash -c 'for p in "$@"; do dpkg-query -W -f="\${Status}" "$p" 2>/dev/null | grep -q "install ok installed" || echo "$p"; done' _ $(packages "$major"))
   if [ -n "$missing" ]; then
     echo "pg_root: installing in the PostgreSQL $major root: $(echo $missing)"
-    in_root "$major" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    in_root "$major" env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 update -qq
     # shellcheck disable=SC2086
-    in_root "$major" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing >/dev/null
+    in_root "$major" env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq \
+      --no-install-recommends $missing >/dev/null
   fi
   # Debian's postgresql package creates and starts a default cluster; in a root nobody wants it.
   in_root "$major" bash -c 'ls /etc/postgresql 2>/dev/null | grep -q . && pg_dropcluster --stop '"$major"' main 2>/dev/null; true'
+  flock --unlock "$lock"
 }
 
 # in_root MAJOR CMD...: CMD in the root with /proc, /sys, /dev, the toolchain and the checkout mounted, all in a
@@ -69,7 +76,9 @@ in_root() {
   local major=$1; shift
   local dir="$roots/pg$major"
   cp /etc/resolv.conf /etc/hosts "$dir/etc/" 2>/dev/null || true # apt's registry; sudo's own host name
-  unshare --mount --propagation private -- bash -c '
+  # `run` execs this (and the namespace's shell execs chroot, which execs CMD): CMD keeps the caller's pid, so a
+  # test that signals the pid it started signals CMD itself.
+  ${IN_ROOT_EXEC:-} unshare --mount --propagation private -- bash -c '
     set -e
     dir=$1 here=$2; shift 2
     mount -t proc proc "$dir/proc"
@@ -80,6 +89,12 @@ in_root() {
       [ -d "$d" ] || continue
       mkdir -p "$dir$d"; mount --bind "$d" "$dir$d"
     done
+    # The host'"'"'s trust store: pip, npm and git in the root trust what the host trusts (a machine behind a
+    # TLS-inspecting proxy adds its CA there).
+    bundle=/etc/ssl/certs/ca-certificates.crt
+    if [ -f "$bundle" ] && [ -d "$dir/etc/ssl/certs" ]; then
+      touch "$dir$bundle"; mount --bind -o ro "$bundle" "$dir$bundle"
+    fi
     exec chroot "$dir" "$@"
   ' _ "$dir" "$here" "$@"
 }
@@ -90,9 +105,12 @@ case "${1:-}" in
   run)
     major=$2; shift 2
     [ -f "$roots/pg$major/.debootstrap-done" ] || ensure "$major"
-    # The knobs of the benchmark and test scripts cross into the root; nothing else of the host's environment.
-    mapfile -t knobs < <(env | grep -E '^(BENCH_|AB_)[A-Z_]*=' || true)
-    in_root "$major" env -i "${knobs[@]}" HOME="$HOME" PATH="$HOME/.cargo/bin:/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin" \
+    # The knobs of the benchmark and test scripts and the apps' and packages' settings (IDEM_*, POWERTOOLS_*,
+    # DATABASE_URL*, REDIS_URL) cross into the root; nothing else of the host's environment.
+    mapfile -t knobs < <(env | grep -E '^((BENCH_|AB_|IDEM_|POWERTOOLS_)[A-Z0-9_]*|DATABASE_URL[A-Z_]*|REDIS_URL)=' || true)
+    # And what points tools at the trust store and the proxy, as on the host (the bundle is mounted: in_root).
+    mapfile -t -O "${#knobs[@]}" knobs < <(env | grep -E '^(SSL_CERT_FILE|SSL_CERT_DIR|PIP_CERT|REQUESTS_CA_BUNDLE|NODE_EXTRA_CA_CERTS|CURL_CA_BUNDLE|GIT_SSL_CAINFO|PIP_INDEX_URL|PIP_DEFAULT_TIMEOUT|https?_proxy|HTTPS?_PROXY|no_proxy|NO_PROXY)=' || true)
+    IN_ROOT_EXEC=exec in_root "$major" env -i "${knobs[@]}" HOME="$HOME" PATH="$HOME/.cargo/bin:/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin" \
       TERM="${TERM:-dumb}" CI="${CI:-}" BLESS="${BLESS:-}" LANG=C.UTF-8 \
       PG_CONFIG="/usr/lib/postgresql/$major/bin/pg_config" CARGO_TARGET_DIR="$here/target/pg$major" \
       bash -c 'cd "$1" && shift && exec "$@"' _ "$here" "$@"
