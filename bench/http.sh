@@ -2,8 +2,9 @@
 # What each middleware costs per request: the sample payments app of tests/http with its middleware against the
 # same app without idempotency (IDEM_OFF=1), side by side on one throwaway PostgreSQL with the extension, new keys
 # and replays, 1 and 8 clients, interleaved rounds (bench/http/rounds.py), driven by bench/http/load.go; apps go,
-# python, node, django (gunicorn) and rails (puma). For node and django also the peer a team would pick instead
-# (IDEM_PEER), the same app on it:
+# python, node, django (gunicorn) and rails (puma), each on one stack (scripts/stacks.sh): its oldest end, bookworm
+# itself, where it has one, else its newest (tests/http/matrix.sh): go@sid (Go 1.27, pgx v5), the others @host. For
+# node and django also the peer a team would pick instead (IDEM_PEER), the same app on it:
 # - node: npm express-idempotency with its Redis adapter, against its own redis-server (Debian's; loopback, a temp
 #   dir, no RDB snapshots, `appendonly yes` with `appendfsync always`, or `everysec` when synchronous_commit is off:
 #   the same durability as the commits);
@@ -12,12 +13,14 @@
 #   bash bench/http.sh            3 rounds of 5 s per cell and variant (about 18 minutes for the five apps, 8 for
 #                                 BENCH_HTTP_LANGS="django rails"); prints the table for docs/benchmarks.md
 #   bash bench/http.sh --smoke    one round of 1 s: every app and workload answers 2xx only; not a measurement
-# Knobs: BENCH_HTTP_LANGS ("go python node django rails"), BENCH_HTTP_CLIENTS ("1 8"), BENCH_HTTP_ROUNDS (3),
+# Knobs: BENCH_HTTP_LANGS ("go python node django rails"; APP@STACK for another stack than the one above, e.g.
+# "python@trixie"), BENCH_HTTP_CLIENTS ("1 8"), BENCH_HTTP_ROUNDS (3),
 # BENCH_HTTP_SECONDS (5), BENCH_HTTP_SYNC (synchronous_commit: on), BENCH_HTTP_PORT (25640; the apps take the next four,
 # and Redis, started only when node is measured, the one after: BENCH_HTTP_PORT + 5).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source tests/lib.sh
+source tests/http/matrix.sh
 smoke=
 case "${1:-}" in --smoke) smoke=1 ;; "") ;; *) echo "usage: $0 [--smoke]" >&2; exit 2 ;; esac
 port=${BENCH_HTTP_PORT:-25640}
@@ -31,12 +34,19 @@ case $sync in
 esac
 # Redis's fsync matching the commits': with no standby, every value but off waits for the local WAL flush.
 appendfsync=$([ "$sync" = off ] && echo everysec || echo always)
-# Redis is node's peer's store only.
-redis=$(case " $langs " in *" node "*) echo 1 ;; esac)
+# Each app with its stack: exactly what is set up is what is served and measured.
+apps=() redis=
+for app in $langs; do
+  lang=${app%%@*}
+  [ -n "${newest[$lang]:-}" ] || { echo "bench/http: unknown app '$lang' (one of: $ALL_APPS)" >&2; exit 2; }
+  [[ $app == *@* ]] || app=$lang@${oldest[$lang]:-${newest[$lang]}}
+  apps+=("$app")
+  [ "$lang" != node ] || redis=1 # Redis is node's peer's store only
+done
 
-# shellcheck disable=SC2086
-bash tests/http/setup.sh $langs
-[ -z "$redis" ] || bash scripts/apt_install.sh http-bench redis-server
+bash tests/http/setup.sh "${apps[@]}"
+# The load generator is plain Go (the standard library only), built by the host's Go.
+bash scripts/apt_install.sh http-bench golang-go ${redis:+redis-server}
 work=$(mktemp -d /tmp/idem-bench-http.XXXXXX)
 chmod 755 "$work"
 redis_pid=
@@ -79,5 +89,5 @@ echo "bench/http: PostgreSQL $("${admin[@]}" -d postgres -c "SHOW server_version
   "synchronous_commit = $("${admin[@]}" -d postgres -c "SHOW synchronous_commit"),$redis_line" \
   "commit $(git rev-parse --short HEAD), $(nproc) cores"
 python3 -B bench/http/rounds.py --database-url "postgres://shop@127.0.0.1:$port/bench_http" --workdir "$work" \
-  --port $((port + 1)) --load "$work/load" --langs "$langs" --clients "${BENCH_HTTP_CLIENTS:-1 8}" \
+  --port $((port + 1)) --load "$work/load" --apps "${apps[*]}" --clients "${BENCH_HTTP_CLIENTS:-1 8}" \
   --rounds "$rounds" --seconds "$seconds" "${redis_args[@]}"

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/idem-keys/idemhttp"
-	"github.com/jackc/pgx/v4/pgxpool"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // scope is the one scope this demo claims in: it has a single tenant. A service with several returns the
@@ -24,11 +24,15 @@ import (
 const scope = "payments"
 
 func main() {
-	pool, err := pgxpool.Connect(context.Background(), env("DATABASE_URL", "postgres://postgres@127.0.0.1:25329/postgres"))
+	pool, err := pgxpool.New(context.Background(), env("DATABASE_URL", "postgres://postgres@127.0.0.1:25329/postgres"))
 	if err != nil {
 		log.Fatalf("connect: %v", err)
 	}
 	defer pool.Close()
+	// pgxpool.New connects lazily: a server that cannot be reached stops the service here, not at its first request.
+	if err := pool.Ping(context.Background()); err != nil {
+		log.Fatalf("connect: %v", err)
+	}
 
 	lease, err := interval(pool, env("IDEM_LEASE", "30s"))
 	if err != nil {

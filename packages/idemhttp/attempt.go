@@ -5,7 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v4"
+	"github.com/jackc/pgx/v5"
 )
 
 // Attempt is one run of the handler under a claimed key, as the handler sees it through FromContext.
@@ -54,7 +54,7 @@ func FromContext(ctx context.Context) *Attempt {
 // a key that is released half-way (or left claimed until its lease ends).
 type detached struct{ parent context.Context }
 
-func (d detached) Deadline() (time.Time, bool)       { return time.Time{}, false }
-func (d detached) Done() <-chan struct{}             { return nil }
-func (d detached) Err() error                        { return nil }
-func (d detached) Value(key interface{}) interface{} { return d.parent.Value(key) }
+func (d detached) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (d detached) Done() <-chan struct{}       { return nil }
+func (d detached) Err() error                  { return nil }
+func (d detached) Value(key any) any           { return d.parent.Value(key) }

@@ -7,12 +7,13 @@ import (
 	"io"
 	"testing"
 
-	"github.com/jackc/pgconn"
-	"github.com/jackc/pgx/v4"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Which COMMIT errors prove that nothing was committed: an error answer of the server, but not one that ended the
-// session (class 08, 57P01 to 57P03), nor a PANIC, nor anything while the COMMIT's context ran out.
+// session (class 08, 57P01 to 57P03), nor a PANIC (in the server's language or not), nor anything while the COMMIT's
+// context ran out.
 func TestCommitRolledBack(t *testing.T) {
 	pgErr := func(code, severity string) error {
 		return fmt.Errorf("commit: %w", &pgconn.PgError{Code: code, Severity: severity})
@@ -35,6 +36,8 @@ func TestCommitRolledBack(t *testing.T) {
 		{live, pgErr("57P03", "FATAL"), false},
 		{live, pgErr("XX000", "PANIC"), false}, // e.g. a WAL flush failure in the commit's critical section
 		{live, pgErr("58030", "PANIC"), false},
+		{live, fmt.Errorf("commit: %w", &pgconn.PgError{Code: "XX000", Severity: "PANIQUE", SeverityUnlocalized: "PANIC"}), false},
+		{live, fmt.Errorf("commit: %w", &pgconn.PgError{Code: "23505", Severity: "ERREUR", SeverityUnlocalized: "ERROR"}), true},
 		{live, errors.New("conn closed"), false},
 		{live, io.ErrUnexpectedEOF, false},
 		{live, fmt.Errorf("timeout: %w", context.DeadlineExceeded), false},

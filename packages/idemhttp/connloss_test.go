@@ -17,7 +17,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/jackc/pgx/v4/pgxpool"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 var doomedTable sync.Once
@@ -53,7 +53,7 @@ func namedPool(t *testing.T, size int32) (*pgxpool.Pool, string) {
 	}
 	cfg.MaxConns = size
 	cfg.ConnConfig.RuntimeParams["application_name"] = name
-	p, err := pgxpool.ConnectConfig(context.Background(), cfg)
+	p, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

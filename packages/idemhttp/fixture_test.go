@@ -19,9 +19,9 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/jackc/pgconn"
-	"github.com/jackc/pgx/v4"
-	"github.com/jackc/pgx/v4/pgxpool"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 var pool *pgxpool.Pool
@@ -33,7 +33,7 @@ func TestMain(m *testing.M) {
 		os.Exit(2)
 	}
 	var err error
-	if pool, err = pgxpool.Connect(context.Background(), url); err != nil {
+	if pool, err = pgxpool.New(context.Background(), url); err != nil {
 		fmt.Fprintln(os.Stderr, "idemhttp tests:", err)
 		os.Exit(2)
 	}
@@ -48,7 +48,7 @@ type testLogger struct {
 	lines []string
 }
 
-func (l *testLogger) Printf(format string, v ...interface{}) {
+func (l *testLogger) Printf(format string, v ...any) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.lines = append(l.lines, fmt.Sprintf(format, v...))
@@ -75,7 +75,7 @@ type fixture struct {
 
 // postRecovering sends POST / with Idempotency-Key k and "{}" straight to handler, and returns what the
 // recorder got with the value of a panic that went through the middleware (nil when there was none).
-func postRecovering(handler http.Handler) (w *httptest.ResponseRecorder, recovered interface{}) {
+func postRecovering(handler http.Handler) (w *httptest.ResponseRecorder, recovered any) {
 	defer func() { recovered = recover() }()
 	w = httptest.NewRecorder()
 	req := httptest.NewRequest("POST", "/", strings.NewReader("{}"))
@@ -186,20 +186,20 @@ type failingDB struct{ failOn string }
 
 type errRow struct{ err error }
 
-func (r errRow) Scan(...interface{}) error { return r.err }
+func (r errRow) Scan(...any) error { return r.err }
 
 var errGone = errors.New("connection refused (simulated)")
 
-func (d failingDB) QueryRow(ctx context.Context, sql string, args ...interface{}) pgx.Row {
+func (d failingDB) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 	if strings.Contains(sql, d.failOn) {
 		return errRow{errGone}
 	}
 	return pool.QueryRow(ctx, sql, args...)
 }
 
-func (d failingDB) Exec(ctx context.Context, sql string, args ...interface{}) (pgconn.CommandTag, error) {
+func (d failingDB) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
 	if strings.Contains(sql, d.failOn) {
-		return nil, errGone
+		return pgconn.CommandTag{}, errGone
 	}
 	return pool.Exec(ctx, sql, args...)
 }

@@ -1,11 +1,15 @@
 module github.com/idem-keys/idemhttp
 
-go 1.19
+// pgx 5.9's own minimum; the code itself needs Go 1.21.
+go 1.26.0
 
-// The versions Debian 12 ships (golang-github-jackc-pgx-v4-dev, -pgconn-dev, -pgproto3-v2-dev): the package is
-// built and tested against those, in GOPATH mode (see README.md).
+// pgx v5 at the version Debian sid ships (golang-github-jackc-pgx-v5-dev); the rest are its requirements.
+require github.com/jackc/pgx/v5 v5.9.2
+
 require (
-	github.com/jackc/pgconn v1.11.0
-	github.com/jackc/pgproto3/v2 v2.2.0
-	github.com/jackc/pgx/v4 v4.15.0
+	github.com/jackc/pgpassfile v1.0.0 // indirect
+	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
+	github.com/jackc/puddle/v2 v2.2.2 // indirect
+	golang.org/x/sync v0.24.0 // indirect
+	golang.org/x/text v0.29.0 // indirect
 )

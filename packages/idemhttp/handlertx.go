@@ -5,9 +5,8 @@ import (
 	"errors"
 	"sync/atomic"
 
-	"github.com/jackc/pgconn"
-	"github.com/jackc/pgproto3/v2"
-	"github.com/jackc/pgx/v4"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // ErrTxManaged is what Commit and Rollback return on the transaction the handler gets in the transactional
@@ -22,10 +21,11 @@ var ErrTxEnded = errors.New("idemhttp: the request's transaction is no longer th
 	"and the middleware commits or rolls it back")
 
 // handlerTx is the transaction as the handler sees it: all of pgx.Tx but the end, which is the middleware's, and
-// only until the handler returns (ended). pgx v4 does not refuse its own Exec, nor a savepoint's statements, once
-// the transaction has ended, so every method checks here. (A use that races the middleware's end, from a goroutine
-// the handler left running, is a data race on the connection like any concurrent use of a pgx.Tx.) Savepoints are
-// handlerTxs too, whose Commit and Rollback are theirs to call.
+// only until the handler returns (ended). pgx itself refuses a statement only once the transaction has ended; from
+// the handler's return to that end the middleware is storing the answer and committing on the connection, so every
+// method checks here. (A use that races the middleware's end, from a goroutine the handler left running, is a data
+// race on the connection like any concurrent use of a pgx.Tx.) Savepoints are handlerTxs too, whose Commit and
+// Rollback are theirs to call.
 type handlerTx struct {
 	tx        pgx.Tx
 	ended     *atomic.Bool
@@ -48,23 +48,6 @@ func (h handlerTx) Begin(ctx context.Context) (pgx.Tx, error) {
 		return nil, err
 	}
 	return handlerTx{tx: savepoint, ended: h.ended, savepoint: true}, nil
-}
-
-// BeginFunc is pgx's, on a guarded savepoint, so that f's statements are guarded too.
-func (h handlerTx) BeginFunc(ctx context.Context, f func(pgx.Tx) error) (err error) {
-	savepoint, err := h.Begin(ctx)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if rollbackErr := savepoint.Rollback(ctx); rollbackErr != nil && !errors.Is(rollbackErr, pgx.ErrTxClosed) {
-			err = rollbackErr
-		}
-	}()
-	if err := f(savepoint); err != nil {
-		return err
-	}
-	return savepoint.Commit(ctx)
 }
 
 func (h handlerTx) Commit(ctx context.Context) error {
@@ -101,8 +84,8 @@ func (h handlerTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 	return h.tx.SendBatch(ctx, b)
 }
 
-// LargeObjects is pgx's own, on the transaction: its reads refuse once the transaction has ended, its Close and
-// Truncate do not (pgx offers no way to guard them from outside).
+// LargeObjects is pgx's own, on the transaction: pgx refuses its calls once the transaction has ended, but not
+// between the handler's return and that end (pgx offers no way to guard them from outside).
 func (h handlerTx) LargeObjects() pgx.LargeObjects { return h.tx.LargeObjects() }
 
 func (h handlerTx) Prepare(ctx context.Context, name, sql string) (*pgconn.StatementDescription, error) {
@@ -112,32 +95,25 @@ func (h handlerTx) Prepare(ctx context.Context, name, sql string) (*pgconn.State
 	return h.tx.Prepare(ctx, name, sql)
 }
 
-func (h handlerTx) Exec(ctx context.Context, sql string, args ...interface{}) (pgconn.CommandTag, error) {
+func (h handlerTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
 	if err := h.live(); err != nil {
-		return nil, err
+		return pgconn.CommandTag{}, err
 	}
 	return h.tx.Exec(ctx, sql, args...)
 }
 
-func (h handlerTx) Query(ctx context.Context, sql string, args ...interface{}) (pgx.Rows, error) {
+func (h handlerTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
 	if err := h.live(); err != nil {
 		return endedRows{}, err // as pgx does: Rows that carry the error, for callers that check it there
 	}
 	return h.tx.Query(ctx, sql, args...)
 }
 
-func (h handlerTx) QueryRow(ctx context.Context, sql string, args ...interface{}) pgx.Row {
+func (h handlerTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 	if h.live() != nil {
 		return endedRows{}
 	}
 	return h.tx.QueryRow(ctx, sql, args...)
-}
-
-func (h handlerTx) QueryFunc(ctx context.Context, sql string, args []interface{}, scans []interface{}, f func(pgx.QueryFuncRow) error) (pgconn.CommandTag, error) {
-	if err := h.live(); err != nil {
-		return nil, err
-	}
-	return h.tx.QueryFunc(ctx, sql, args, scans, f)
 }
 
 // Conn is nil once the handler has returned: the connection is back in the pool by then.
@@ -151,22 +127,20 @@ func (h handlerTx) Conn() *pgx.Conn {
 // endedRows are the rows, and the row, of a query after the handler returned: none, and ErrTxEnded.
 type endedRows struct{}
 
-func (endedRows) Close()                                         {}
-func (endedRows) Err() error                                     { return ErrTxEnded }
-func (endedRows) CommandTag() pgconn.CommandTag                  { return nil }
-func (endedRows) FieldDescriptions() []pgproto3.FieldDescription { return nil }
-func (endedRows) Next() bool                                     { return false }
-func (endedRows) Scan(...interface{}) error                      { return ErrTxEnded }
-func (endedRows) Values() ([]interface{}, error)                 { return nil, ErrTxEnded }
-func (endedRows) RawValues() [][]byte                            { return nil }
+func (endedRows) Close()                                       {}
+func (endedRows) Err() error                                   { return ErrTxEnded }
+func (endedRows) CommandTag() pgconn.CommandTag                { return pgconn.CommandTag{} }
+func (endedRows) FieldDescriptions() []pgconn.FieldDescription { return nil }
+func (endedRows) Next() bool                                   { return false }
+func (endedRows) Scan(...any) error                            { return ErrTxEnded }
+func (endedRows) Values() ([]any, error)                       { return nil, ErrTxEnded }
+func (endedRows) RawValues() [][]byte                          { return nil }
+func (endedRows) Conn() *pgx.Conn                              { return nil }
 
 // endedBatch is the result of a batch sent after the handler returned.
 type endedBatch struct{}
 
-func (endedBatch) Exec() (pgconn.CommandTag, error) { return nil, ErrTxEnded }
+func (endedBatch) Exec() (pgconn.CommandTag, error) { return pgconn.CommandTag{}, ErrTxEnded }
 func (endedBatch) Query() (pgx.Rows, error)         { return endedRows{}, ErrTxEnded }
 func (endedBatch) QueryRow() pgx.Row                { return endedRows{} }
-func (endedBatch) QueryFunc([]interface{}, func(pgx.QueryFuncRow) error) (pgconn.CommandTag, error) {
-	return nil, ErrTxEnded
-}
-func (endedBatch) Close() error { return ErrTxEnded }
+func (endedBatch) Close() error                     { return ErrTxEnded }

@@ -11,11 +11,11 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/jackc/pgx/v4"
+	"github.com/jackc/pgx/v5"
 )
 
 // New returns the middleware: wrap a handler with it, after authentication (Options.Scope reads the
-// authenticated request). db is a pgx v4 pool (*pgxpool.Pool) on a database where idem_keys is installed.
+// authenticated request). db is a pgx v5 pool (*pgxpool.Pool) on a database where idem_keys is installed.
 // It fails only on a nil db or bad options (no Scope, a negative duration, a retryable status that is no
 // HTTP status, Transactional with a db that cannot begin a transaction).
 func New(db DB, opts Options) (func(http.Handler) http.Handler, error) {
@@ -56,28 +56,28 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if m.c.keyOptional {
 			m.next.ServeHTTP(w, r)
 		} else {
-			writeProblem(w, "key-missing", 0)
+			writeProblem(w, "key-missing")
 		}
 		return
 	}
 	key, ok := parseKey(fields[0])
 	if !ok || len(fields) > 1 {
-		writeProblem(w, "key-malformed", 0)
+		writeProblem(w, "key-malformed")
 		return
 	}
 	scope := m.c.scope(r)
 	if scope == "" {
 		m.c.logger.Printf("idemhttp: %s %s: the scope function gave no scope; answered 500", r.Method, r.URL.Path)
-		writeProblem(w, "scope-missing", 0)
+		writeProblem(w, "scope-missing")
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, m.c.maxBodyBytes))
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
-			writeProblem(w, "body-too-large", 0)
+			writeProblem(w, "body-too-large")
 		} else {
-			writeProblem(w, "body-unreadable", 0)
+			writeProblem(w, "body-unreadable")
 		}
 		return
 	}
@@ -102,7 +102,7 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	cancel()
 	if err != nil {
 		m.c.logger.Printf("idemhttp: idem_claim(%q, %q): %v; answered 503", scope, key, err)
-		writeProblem(w, "store-unavailable", 1)
+		writeProblem(w, "store-unavailable")
 		return
 	}
 	if tx != nil && cl.outcome != "claimed" && cl.outcome != "recovered" {
@@ -121,21 +121,17 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "replay":
 		if cl.status < 100 || cl.status > 599 { // idem_finish refuses such a status: not ours to guess at
 			m.c.logger.Printf("idemhttp: idem_claim(%q, %q): replay without a status; answered 503", scope, key)
-			writeProblem(w, "store-unavailable", 1)
+			writeProblem(w, "store-unavailable")
 			return
 		}
 		replay(w, cl)
 	case "in_progress":
-		retryAfter := cl.retryAfter
-		if retryAfter < 1 {
-			retryAfter = 1 // a lease in its last second: 0 would ask for a retry storm
-		}
-		writeProblem(w, "request-in-progress", retryAfter)
+		writeInProgress(w, cl.retryAfter)
 	case "mismatch":
-		writeProblem(w, "key-reused", 0)
+		writeProblem(w, "key-reused")
 	default:
 		m.c.logger.Printf("idemhttp: idem_claim(%q, %q): unknown outcome %q; answered 503", scope, key, cl.outcome)
-		writeProblem(w, "store-unavailable", 1)
+		writeProblem(w, "store-unavailable")
 	}
 }
 
@@ -200,14 +196,14 @@ func (m *middleware) run(w http.ResponseWriter, r *http.Request, body []byte, a 
 			// Another request took the key over after our lease ended: its answer is the one that counts.
 			m.c.logger.Printf("idemhttp: idem_finish(%q, %q): %v: the lease was lost, this answer (%d) is not stored",
 				a.Scope, a.Key, err, status)
-			writeProblem(w, "lease-lost", 1)
+			writeProblem(w, "lease-lost")
 			return
 		}
 		if err != nil {
 			// Left claimed (by default): after its lease the next request recovers the key and reconciles.
 			m.c.logger.Printf("idemhttp: idem_finish(%q, %q): %v: this answer (%d) is not stored; answered 500",
 				a.Scope, a.Key, err, status)
-			writeProblem(w, "store-failed", 0)
+			writeProblem(w, "store-failed")
 			return
 		}
 		// Only a committed answer reaches the client: a failed COMMIT (a serialization failure, a deferred
@@ -259,7 +255,7 @@ func target(r *http.Request) string {
 }
 
 // uncompressed tells whether a Content-Encoding leaves the body as sent: none, or identity. A compressed JSON
-// body counts by its bytes, in all three middlewares.
+// body counts by its bytes, in all five middlewares.
 func uncompressed(contentEncoding string) bool {
 	encoding := strings.ToLower(strings.TrimSpace(contentEncoding))
 	return encoding == "" || encoding == "identity"

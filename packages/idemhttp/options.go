@@ -71,7 +71,7 @@ type Options struct {
 
 // Logger is where the middleware logs; *log.Logger is one.
 type Logger interface {
-	Printf(format string, v ...interface{})
+	Printf(format string, v ...any)
 }
 
 // defaultStoredHeaders is the allow-list of response headers a replay repeats when Options.StoredHeaders is
@@ -105,10 +105,15 @@ func (o Options) config() (*config, error) {
 		return nil, errors.New("idemhttp: Options.Scope is required: the scope of a request, from its authentication")
 	}
 	if o.MaxBodyBytes < 0 {
-		return nil, fmt.Errorf("idemhttp: negative MaxBodyBytes %d", o.MaxBodyBytes)
+		return nil, fmt.Errorf("idemhttp: Options.MaxBodyBytes is negative (%d): bytes, or 0 for 1 MiB", o.MaxBodyBytes)
 	}
-	if o.Lease < 0 || o.Wait < 0 || o.Retention < 0 {
-		return nil, fmt.Errorf("idemhttp: negative duration (Lease %v, Wait %v, Retention %v)", o.Lease, o.Wait, o.Retention)
+	for _, d := range []struct {
+		name  string
+		value time.Duration
+	}{{"Lease", o.Lease}, {"Wait", o.Wait}, {"Retention", o.Retention}} {
+		if d.value < 0 {
+			return nil, fmt.Errorf("idemhttp: Options.%s is negative (%v): a time.Duration of 0 or more, sent as seconds", d.name, d.value)
+		}
 	}
 	c := &config{
 		scope: o.Scope, lease: o.Lease, wait: o.Wait, retention: o.Retention, keyOptional: o.KeyOptional,
@@ -128,7 +133,7 @@ func (o Options) config() (*config, error) {
 	}
 	for _, s := range retryable {
 		if s < 100 || s > 599 {
-			return nil, fmt.Errorf("idemhttp: retryable status %d is not an HTTP status", s)
+			return nil, fmt.Errorf("idemhttp: Options.RetryableStatuses: %d is not an HTTP status", s)
 		}
 		c.retryable[s] = true
 	}

@@ -7,15 +7,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgconn"
-	"github.com/jackc/pgx/v4"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // nowhere is a DB that is never reached: New must not touch the database.
 type nowhere struct{}
 
-func (nowhere) QueryRow(context.Context, string, ...interface{}) pgx.Row { panic("unexpected query") }
-func (nowhere) Exec(context.Context, string, ...interface{}) (pgconn.CommandTag, error) {
+func (nowhere) QueryRow(context.Context, string, ...any) pgx.Row { panic("unexpected query") }
+func (nowhere) Exec(context.Context, string, ...any) (pgconn.CommandTag, error) {
 	panic("unexpected exec")
 }
 
@@ -30,10 +30,12 @@ func TestNewRefusesBadOptions(t *testing.T) {
 	}{
 		{"no pool", nil, Options{Scope: scopeOf}, "pool is required"},
 		{"no scope", nowhere{}, Options{}, "Scope is required"},
-		{"negative lease", nowhere{}, Options{Scope: scopeOf, Lease: -time.Second}, "negative duration"},
-		{"negative wait", nowhere{}, Options{Scope: scopeOf, Wait: -time.Second}, "negative duration"},
-		{"negative retention", nowhere{}, Options{Scope: scopeOf, Retention: -time.Second}, "negative duration"},
-		{"retryable status 600", nowhere{}, Options{Scope: scopeOf, RetryableStatuses: []int{600}}, "not an HTTP status"},
+		{"negative lease", nowhere{}, Options{Scope: scopeOf, Lease: -time.Second}, "Options.Lease is negative (-1s)"},
+		{"negative wait", nowhere{}, Options{Scope: scopeOf, Wait: -time.Millisecond}, "Options.Wait is negative (-1ms)"},
+		{"negative retention", nowhere{}, Options{Scope: scopeOf, Retention: -time.Hour}, "Options.Retention is negative (-1h0m0s)"},
+		{"negative body limit", nowhere{}, Options{Scope: scopeOf, MaxBodyBytes: -1}, "Options.MaxBodyBytes is negative (-1)"},
+		{"retryable status 600", nowhere{}, Options{Scope: scopeOf, RetryableStatuses: []int{600}}, "Options.RetryableStatuses: 600 is not an HTTP status"},
+		{"retryable status 99", nowhere{}, Options{Scope: scopeOf, RetryableStatuses: []int{503, 99}}, "Options.RetryableStatuses: 99 is not an HTTP status"},
 		{"transactional without Begin", nowhere{}, Options{Scope: scopeOf, Transactional: true}, "needs a db with Begin"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -71,12 +73,15 @@ func TestDefaults(t *testing.T) {
 	}
 }
 
-func TestInterval(t *testing.T) {
-	if interval(0) != nil {
+// A duration goes to make_interval as float8 seconds; 0 is NULL, the server's setting (or no wait).
+func TestSeconds(t *testing.T) {
+	if seconds(0) != nil {
 		t.Error("0 must be NULL, the server's default")
 	}
-	if got := interval(1500 * time.Millisecond); got != "1500000 microseconds" {
-		t.Errorf("interval(1.5s) = %v", got)
+	for d, want := range map[time.Duration]float64{1500 * time.Millisecond: 1.5, 4 * time.Second: 4, time.Microsecond: 1e-6, 24 * time.Hour: 86400} {
+		if got := seconds(d); got != want {
+			t.Errorf("seconds(%v) = %v, want %v", d, got, want)
+		}
 	}
 }
 

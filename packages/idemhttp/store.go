@@ -6,20 +6,19 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 	"unicode/utf8"
 
-	"github.com/jackc/pgconn"
-	"github.com/jackc/pgx/v4"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// DB is the part of a pgx v4 connection pool the middleware uses; *pgxpool.Pool satisfies it. Give it a pool,
+// DB is the part of a pgx v5 connection pool the middleware uses; *pgxpool.Pool satisfies it. Give it a pool,
 // not a transaction: by default the claim must commit on its own before the handler runs, so that a duplicate
 // sees it; in the transactional mode the middleware begins its transactions on the pool itself.
 type DB interface {
-	QueryRow(ctx context.Context, sql string, args ...interface{}) pgx.Row
-	Exec(ctx context.Context, sql string, args ...interface{}) (pgconn.CommandTag, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 }
 
 // TxDB is a DB that can begin a transaction on a connection of its own: what Options.Transactional needs, and
@@ -41,16 +40,18 @@ type claim struct {
 	retryAfter int
 }
 
-// The one SQL surface of the three packages. Fields by name, never r.*: a newer idem_result may grow columns.
-// Every value is a bind parameter.
+// The SQL every middleware sends, as contract/sql.json has it (contract_test.go compares them). Fields by name,
+// never r.*: a newer idem_result may grow columns. Every value is a bind parameter; a duration is seconds as a
+// float8, or NULL for the server's setting, made an interval by make_interval.
 const (
 	claimJSONSQL = `SELECT r.outcome, r.token, r.status_code, r.response_bytes, r.headers, r.retry_after
 	  FROM idem_claim($1, $2, jsonb_build_object('method', $3::text, 'target', $4::text, 'body', $5::jsonb),
-	                  lease => $6::interval, wait => $7::interval) AS r`
+	                  lease => make_interval(secs => $6::float8), wait => make_interval(secs => $7::float8)) AS r`
 	claimBytesSQL = `SELECT r.outcome, r.token, r.status_code, r.response_bytes, r.headers, r.retry_after
-	  FROM idem_claim($1, $2, $3::bytea, lease => $4::interval, wait => $5::interval) AS r`
-	finishSQL  = `SELECT idem_finish($1, $2, $3, $4, $5::bytea, headers => $6::jsonb, retention => $7::interval)`
-	releaseSQL = `SELECT idem_release($1, $2, $3)`
+	  FROM idem_claim($1, $2, $3::bytea, lease => make_interval(secs => $4::float8), wait => make_interval(secs => $5::float8)) AS r`
+	finishSQL = `SELECT idem_finish($1, $2, $3::bigint, $4::integer, $5::bytea, headers => $6::jsonb,
+	                                retention => make_interval(secs => $7::float8))`
+	releaseSQL = `SELECT idem_release($1, $2, $3::bigint) AS released`
 )
 
 // request is what the fingerprint covers: method, target (path and query as sent) and body.
@@ -71,7 +72,7 @@ type request struct {
 func claimKey(ctx context.Context, db DB, c *config, scope, key string, req request, reopen func() (DB, error)) (*claim, error) {
 	if req.json && jsonText(req.body) {
 		row := db.QueryRow(ctx, claimJSONSQL, scope, key, req.method, req.target, string(req.body),
-			interval(c.lease), interval(c.wait))
+			seconds(c.lease), seconds(c.wait))
 		cl, err := scanClaim(row)
 		if code := sqlState(err); code != "22P02" && code != "22P05" && code != "22021" {
 			return cl, err
@@ -85,7 +86,7 @@ func claimKey(ctx context.Context, db DB, c *config, scope, key string, req requ
 	fingerprint := make([]byte, 0, len(req.method)+len(req.target)+2+len(req.body))
 	fingerprint = append(append(append(append(fingerprint, req.method...), ' '), req.target...), '\n')
 	fingerprint = append(fingerprint, req.body...)
-	row := db.QueryRow(ctx, claimBytesSQL, scope, key, fingerprint, interval(c.lease), interval(c.wait))
+	row := db.QueryRow(ctx, claimBytesSQL, scope, key, fingerprint, seconds(c.lease), seconds(c.wait))
 	return scanClaim(row)
 }
 
@@ -146,7 +147,7 @@ func finishKey(ctx context.Context, db DB, c *config, a *Attempt, status int, bo
 		body = nil
 	}
 	_, err = db.Exec(ctx, finishSQL, a.Scope, a.Key, a.Token, int32(status), body, string(headersJSON),
-		interval(c.retention))
+		seconds(c.retention))
 	return err
 }
 
@@ -157,14 +158,13 @@ func releaseKey(ctx context.Context, db DB, a *Attempt) (bool, error) {
 	return released, err
 }
 
-// interval is a duration for an interval parameter, or NULL (the server's default; no wait) for 0. Text,
-// not a time.Duration: under the simple protocol (PreferSimpleProtocol, some poolers) pgx would send a
-// time.Duration as a bare integer.
-func interval(d time.Duration) interface{} {
+// seconds is a duration as the float8 seconds of the SQL's make_interval, or NULL (the server's setting; no
+// wait) for 0. A float64 is sent as a number under every protocol, the simple one (some poolers) included.
+func seconds(d time.Duration) any {
 	if d == 0 {
 		return nil
 	}
-	return strconv.FormatInt(d.Microseconds(), 10) + " microseconds"
+	return d.Seconds()
 }
 
 // sqlState is the SQLSTATE of a PostgreSQL error, or "" for any other error.
@@ -177,7 +177,7 @@ func sqlState(err error) string {
 }
 
 // jsonText tells whether a body could be jsonb text: not empty, valid UTF-8 and without a NUL byte (which no
-// PostgreSQL text holds). The three middlewares apply the same test.
+// PostgreSQL text holds). The five middlewares apply the same test.
 func jsonText(body []byte) bool {
 	return len(body) > 0 && utf8.Valid(body) && bytes.IndexByte(body, 0) < 0
 }

@@ -7,8 +7,8 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/jackc/pgconn"
-	"github.com/jackc/pgx/v4"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Tx returns the transaction of the request whose context this is in the transactional mode
@@ -107,9 +107,9 @@ func (m *middleware) commitOrAnswer(w http.ResponseWriter, tx pgx.Tx, a *Attempt
 	case committed:
 		return true
 	case rolledBack:
-		writeProblem(w, "commit-failed", 1)
+		writeProblem(w, "commit-failed")
 	default:
-		writeProblem(w, "commit-unknown", 1)
+		writeProblem(w, "commit-unknown")
 	}
 	return false
 }
@@ -132,10 +132,12 @@ func commitRolledBack(ctx context.Context, err error) bool {
 	if !errors.As(err, &pgErr) {
 		return false
 	}
-	// pgconn keeps only the localized severity, so a server whose lc_messages translates PANIC is not caught here;
-	// but the backend exits after a PANIC, and pgx, reading on to the end of the COMMIT's answer, usually reports
-	// that lost connection instead (no SQLSTATE: unknown too).
-	if pgErr.Severity == "PANIC" {
+	// The unlocalized severity (PostgreSQL 9.6 on), so a server whose lc_messages translates PANIC is caught too.
+	severity := pgErr.SeverityUnlocalized
+	if severity == "" {
+		severity = pgErr.Severity
+	}
+	if severity == "PANIC" {
 		return false
 	}
 	code := pgErr.Code

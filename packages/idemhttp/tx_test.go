@@ -18,9 +18,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgconn"
-	"github.com/jackc/pgx/v4"
-	"github.com/jackc/pgx/v4/pgxpool"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 var writesTable sync.Once
@@ -45,7 +45,7 @@ func smallPool(t *testing.T, size int32) *pgxpool.Pool {
 		t.Fatal(err)
 	}
 	cfg.MaxConns = size
-	p, err := pgxpool.ConnectConfig(context.Background(), cfg)
+	p, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -370,11 +370,11 @@ type failingTxDB struct {
 	failBegin bool
 }
 
-func (d failingTxDB) QueryRow(ctx context.Context, sql string, args ...interface{}) pgx.Row {
+func (d failingTxDB) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 	return d.p.QueryRow(ctx, sql, args...)
 }
 
-func (d failingTxDB) Exec(ctx context.Context, sql string, args ...interface{}) (pgconn.CommandTag, error) {
+func (d failingTxDB) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
 	return d.p.Exec(ctx, sql, args...)
 }
 
@@ -394,16 +394,16 @@ type failingTx struct {
 	failOn string
 }
 
-func (tx failingTx) QueryRow(ctx context.Context, sql string, args ...interface{}) pgx.Row {
+func (tx failingTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 	if strings.Contains(sql, tx.failOn) {
 		return errRow{errGone}
 	}
 	return tx.Tx.QueryRow(ctx, sql, args...)
 }
 
-func (tx failingTx) Exec(ctx context.Context, sql string, args ...interface{}) (pgconn.CommandTag, error) {
+func (tx failingTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
 	if strings.Contains(sql, tx.failOn) {
-		return nil, errGone
+		return pgconn.CommandTag{}, errGone
 	}
 	return tx.Tx.Exec(ctx, sql, args...)
 }
@@ -501,7 +501,8 @@ func TestTxWaitThenRollback(t *testing.T) {
 
 // The transaction is the handler's until it returns. A goroutine that outlives it and then uses the Tx, or a
 // savepoint begun on it, gets ErrTxEnded: by then the connection is back in the pool, where a statement would run
-// in another request's transaction, or commit on its own (pgx v4's Exec does not check that its transaction ended).
+// in another request's transaction, or commit on its own; before the COMMIT it would run inside the transaction the
+// middleware is ending (pgx refuses a statement only once its transaction has ended).
 func TestTxEndedAfterHandler(t *testing.T) {
 	late := make(chan struct{})
 	type use struct {

@@ -297,10 +297,11 @@ def attack(run):
 
 
 # How each service's driver must be set up behind a transaction pooler: no named prepared statement may outlive
-# one transaction. pgx v4 describes statements with the unnamed statement instead of preparing them; psycopg
-# stops preparing; node-postgres only ever uses the unnamed statement for a query without a name.
+# one transaction. pgx v5 caches each statement's description, got once through the unnamed statement, and sends
+# every query with its own parse instead of preparing it; psycopg stops preparing; node-postgres only ever uses the
+# unnamed statement for a query without a name.
 POOLED_DRIVER_SETTINGS = {
-    "go": lambda url: {"DATABASE_URL": url + ("&" if "?" in url else "?") + "statement_cache_mode=describe"},
+    "go": lambda url: {"DATABASE_URL": url + ("&" if "?" in url else "?") + "default_query_exec_mode=cache_describe"},
     "python": lambda url: {"DATABASE_TRANSACTION_POOLER": "1"},
     "node": lambda url: {},
 }

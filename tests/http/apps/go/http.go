@@ -65,11 +65,11 @@ func writeProblem(w http.ResponseWriter, status int, code, detail string) {
 	}{"about:blank", title, status, detail, code})
 }
 
-func writeJSON(w http.ResponseWriter, status int, v interface{}) {
+func writeJSON(w http.ResponseWriter, status int, v any) {
 	write(w, status, "application/json", v)
 }
 
-func write(w http.ResponseWriter, status int, contentType string, v interface{}) {
+func write(w http.ResponseWriter, status int, contentType string, v any) {
 	var body bytes.Buffer
 	enc := json.NewEncoder(&body)
 	enc.SetEscapeHTML(false) // "> 0", not "\u003e 0": this is no HTML page

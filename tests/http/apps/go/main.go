@@ -1,27 +1,31 @@
 // Command app is the HTTP suite's sample payments app on idemhttp (tests/http/README.md): POST /payments behind
 // the middleware, GET /payments/<id> beside it, a stand-in authentication in front of both.
 //
-// Environment: DATABASE_URL, LISTEN_ADDR (127.0.0.1:PORT), IDEM_LEASE (a PostgreSQL interval, default 30s),
-// IDEM_WAIT (an interval, default none), IDEM_OFF=1 (no middleware at all: the benchmark's baseline), IDEM_TX=1
-// (the middleware's transactional mode: the handler's SQL runs in the key's own transaction).
+// Environment: DATABASE_URL, LISTEN_ADDR (127.0.0.1:PORT), IDEM_LEASE (seconds, default 30), IDEM_WAIT (seconds,
+// default none), IDEM_OFF=1 (no middleware at all: the benchmark's baseline), IDEM_TX=1 (the middleware's
+// transactional mode: the handler's SQL runs in the key's own transaction).
 package main
 
 import (
 	"context"
 	"fmt"
 	"log"
+	"math"
 	"net/http"
 	"os"
+	"runtime/debug"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/idem-keys/idemhttp"
-	"github.com/jackc/pgx/v4/pgxpool"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 func main() {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	pool, err := pgxpool.Connect(ctx, os.Getenv("DATABASE_URL"))
+	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
 	if err != nil {
 		log.Fatalf("connect: %v", err)
 	}
@@ -33,13 +37,13 @@ func main() {
 	payments := &payments{pool: pool}
 	var create http.Handler = http.HandlerFunc(payments.create)
 	if os.Getenv("IDEM_OFF") != "1" {
-		lease, err := duration(ctx, pool, env("IDEM_LEASE", "30s"))
+		lease, err := seconds("IDEM_LEASE", env("IDEM_LEASE", "30"))
 		if err != nil {
-			log.Fatalf("IDEM_LEASE: %v", err)
+			log.Fatal(err)
 		}
-		wait, err := duration(ctx, pool, env("IDEM_WAIT", "0"))
+		wait, err := seconds("IDEM_WAIT", env("IDEM_WAIT", "0"))
 		if err != nil {
-			log.Fatalf("IDEM_WAIT: %v", err)
+			log.Fatal(err)
 		}
 		idempotency, err := idemhttp.New(pool, idemhttp.Options{
 			Scope:         func(r *http.Request) string { return tenantOf(r.Context()) },
@@ -69,7 +73,7 @@ func main() {
 	} else if os.Getenv("IDEM_TX") == "1" {
 		mode = ", transactional"
 	}
-	log.Printf("sample app (go, idemhttp %s%s) listening on %s", idemhttp.Version, mode, addr)
+	log.Printf("sample app (go, idemhttp %s%s) listening on %s", idemhttpVersion(), mode, addr)
 	log.Fatal(server.ListenAndServe())
 }
 
@@ -97,17 +101,25 @@ func createTable(ctx context.Context, pool *pgxpool.Pool) error {
 	return tx.Commit(ctx)
 }
 
-// duration reads a PostgreSQL interval ("30s", "1 minute") the way the server would, so the app takes the same
-// values as the other two apps.
-func duration(ctx context.Context, pool *pgxpool.Pool, interval string) (time.Duration, error) {
-	var seconds float64
-	if err := pool.QueryRow(ctx, `SELECT extract(epoch FROM $1::interval)::float8`, interval).Scan(&seconds); err != nil {
-		return 0, err
+// seconds reads a number of seconds ("4", "0.5"); a trailing "s" ("4s") is taken too, for now, as the suite sent it.
+func seconds(name, value string) (time.Duration, error) {
+	n, err := strconv.ParseFloat(strings.TrimSuffix(value, "s"), 64)
+	if err != nil || n < 0 || math.IsNaN(n) || n*float64(time.Second) > math.MaxInt64 {
+		return 0, fmt.Errorf("%s=%q: want seconds, a number of 0 or more (4, 0.5)", name, value)
 	}
-	if seconds < 0 {
-		return 0, fmt.Errorf("%q is negative", interval)
+	return time.Duration(n * float64(time.Second)), nil
+}
+
+// idemhttpVersion is the version of idemhttp this program was built with, from its build information.
+func idemhttpVersion() string {
+	if info, ok := debug.ReadBuildInfo(); ok {
+		for _, dep := range info.Deps {
+			if dep.Path == "github.com/idem-keys/idemhttp" {
+				return dep.Version
+			}
+		}
 	}
-	return time.Duration(seconds * float64(time.Second)), nil
+	return "(unknown version)"
 }
 
 func env(name, fallback string) string {

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/idem-keys/idemhttp"
-	"github.com/jackc/pgx/v4"
-	"github.com/jackc/pgx/v4/pgxpool"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 type payments struct {
