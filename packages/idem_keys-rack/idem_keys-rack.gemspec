@@ -19,10 +19,10 @@ Gem::Specification.new do |spec|
   spec.files = Dir["lib/**/*.rb"] + %w[README.md CHANGELOG.md idem_keys-rack.gemspec]
   spec.require_paths = ["lib"]
 
-  # What the tests run on (Debian 12's packages): Ruby 3.1, Rack 2.2, pg 1.4, and on ActiveRecord 6.1 for the
-  # ActiveRecord connection (optional: not a dependency). Rack 3 changes the header conventions and is not
-  # tested, hence < 3.
+  # The supported range, tested at both ends (README, "Tests"): Ruby 3.1 with Rack 2.2, pg 1.4 and Rails 6.1
+  # (Debian 12), and Ruby 3.3 with Rack 3.1, pg 1.5 and Rails 7.2 (Debian 13). ActiveRecord, for its connection,
+  # is optional: not a dependency.
   spec.required_ruby_version = ">= 3.1"
   spec.add_dependency "pg", ">= 1.4", "< 2"
-  spec.add_dependency "rack", ">= 2.2", "< 3"
+  spec.add_dependency "rack", ">= 2.2", "< 4"
 end

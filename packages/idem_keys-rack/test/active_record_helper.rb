@@ -7,6 +7,11 @@ require "active_record"
 
 ActiveRecord::Base.establish_connection(DATABASE_URL)
 ActiveRecord::Base.logger = nil
+# Rails 6.1's railtie registers the handler by role, where its executor hooks look for the pools to give back
+# (Rails 7.2 has one handler, always registered).
+if ActiveRecord::Base.respond_to?(:legacy_connection_handling) && ActiveRecord::Base.legacy_connection_handling
+  ActiveRecord::Base.connection_handlers = { ActiveRecord::Base.writing_role => ActiveRecord::Base.connection_handler }
+end
 
 # The handler's model: its writes go through ActiveRecord, on the thread's connection.
 class RackTxPayment < ActiveRecord::Base
@@ -30,7 +35,7 @@ module ActiveRecordHelpers
 
   # Every connection of the model's pool back, and outside any transaction.
   def assert_pool_idle(model = ActiveRecord::Base)
-    ActiveRecord::Base.clear_active_connections!
+    ActiveRecord::Base.connection_handler.clear_active_connections!
     pool = model.connection_pool
     assert pool.connections.none?(&:in_use?), "an ActiveRecord connection was left checked out"
     pool.connections.each do |c|

@@ -142,7 +142,7 @@ class ActiveRecordSavepointsTest < Minitest::Test
   def test_an_after_commit_hook_that_raises_after_the_commit_sends_the_stored_answer
     handler, key = Handler.new { |_env, attempt|
       payment = pay(attempt.key, 1, RackFailingHookPayment)
-      [201, { "Location" => "/pay/#{payment.id}" }, ["paid"]]
+      [201, { "location" => "/pay/#{payment.id}" }, ["paid"]]
     }, fresh_key
     log = StringIO.new
     app = app_for(handler, :active_record, transactional: true, log: log)

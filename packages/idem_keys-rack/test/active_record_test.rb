@@ -19,7 +19,7 @@ class ActiveRecordTest < Minitest::Test
   def paying(&after)
     lambda do |env, attempt|
       payment = RackTxPayment.create!(tenant: attempt.scope, idempotency_key: attempt.key, amount: 1000)
-      after ? after.call(env, attempt) : [201, { "Location" => "/pay/#{payment.id}" }, [payment.id.to_s]]
+      after ? after.call(env, attempt) : [201, { "location" => "/pay/#{payment.id}" }, [payment.id.to_s]]
     end
   end
 

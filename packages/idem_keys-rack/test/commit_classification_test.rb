@@ -32,7 +32,7 @@ class CommitClassificationTest < Minitest::Test
   end
 
   def state(error)
-    IdemKeys::Rack::Database.commit_end(error).state
+    IdemKeys::Rack::CommitOutcome.of(error).state
   end
 
   def test_each_commit_error_says_failed_or_unknown

@@ -18,7 +18,7 @@ class MiddlewareTest < Minitest::Test
 
   def test_claim_then_replay_byte_for_byte
     handler = Handler.new do |_env, _attempt|
-      [201, { "Content-Type" => "application/json", "Location" => "/pay/1", "X-Trace" => "t1" }, ['{"id": 1', "}"]]
+      [201, { "content-type" => "application/json", "location" => "/pay/1", "x-trace" => "t1" }, ['{"id": 1', "}"]]
     end
     app, key = app_for(handler, @pool), fresh_key
     first = post(app, tenant, key)
@@ -38,7 +38,8 @@ class MiddlewareTest < Minitest::Test
     assert_nil attempt.connection
   end
 
-  def test_json_counts_by_its_canonical_form
+  # Beyond contract/fingerprints.json (ContractTest): a media type's parameters do not change how the body counts.
+  def test_a_json_media_type_with_parameters_counts_as_json
     handler, key = Handler.new, fresh_key
     app = app_for(handler, @pool)
     post(app, tenant, key, '{"amount": 1000, "currency": "EUR"}')
@@ -48,40 +49,26 @@ class MiddlewareTest < Minitest::Test
     assert_equal 1, handler.runs
   end
 
-  def test_key_reused_with_another_request
+  # Beyond the contract's vectors: another content type, the outcome header of a mismatch.
+  def test_key_reused_with_another_content_type
     handler, key = Handler.new, fresh_key
     app = app_for(handler, @pool)
     post(app, tenant, key)
-    assert_problem post(app, tenant, key, '{"amount": 2000, "currency": "EUR"}'), 422, "key-reused"
-    assert_problem post(app, tenant, key, path: "/pay?expand=customer"), 422, "key-reused"
-    assert_problem post(app, tenant, key, method: "PATCH"), 422, "key-reused"
-    assert_problem post(app, tenant, key, type: "text/plain"), 422, "key-reused"
-    assert_equal "mismatch", post(app, tenant, key, "{}").headers["Idempotency-Outcome"]
+    reused = post(app, tenant, key, type: "text/plain")
+    assert_problem reused, 422, "key-reused"
+    assert_equal "mismatch", reused.headers["Idempotency-Outcome"]
     assert_equal 1, handler.runs
   end
 
-  def test_other_bodies_count_by_their_bytes
-    handler = Handler.new
+  # Beyond the contract's vectors: a JSON body that is not UTF-8 counts by its bytes.
+  def test_json_that_is_not_utf8_counts_by_its_bytes
+    handler, key = Handler.new, fresh_key
     app = app_for(handler, @pool)
-    {
-      "text/plain" => [BODY, BODY.delete(" ")],
-      "application/json" => ["{not json", "{not  json"], # jsonb refuses it: its bytes count
-      "application/json " => ["[1, \"\\u0000\"]", "[1,\"\\u0000\"]"], # a NUL escape, which jsonb refuses too
-      "application/problem+json" => ["caf\xE9".b, "caf\xC3\xA9"] # not UTF-8
-    }.each do |type, (body, other)|
-      key = fresh_key
-      assert_equal 201, post(app, tenant, key, body, type: type).status
-      assert_equal "true", post(app, tenant, key, body, type: type).headers["Idempotent-Replayed"], type
-      assert_problem post(app, tenant, key, other, type: type), 422, "key-reused"
-    end
-    key = fresh_key # compressed JSON counts by its bytes
-    post(app, tenant, key, BODY, headers: { "HTTP_CONTENT_ENCODING" => "gzip" })
-    assert_problem post(app, tenant, key, BODY.delete(" "), headers: { "HTTP_CONTENT_ENCODING" => "gzip" }), 422,
-                   "key-reused"
-    key = fresh_key # an empty body
-    post(app, tenant, key, "")
-    assert_equal "true", post(app, tenant, key, "").headers["Idempotent-Replayed"]
-    assert_equal 6, handler.runs
+    type = "application/problem+json"
+    assert_equal 201, post(app, tenant, key, "caf\xE9".b, type: type).status
+    assert_equal "true", post(app, tenant, key, "caf\xE9".b, type: type).headers["Idempotent-Replayed"]
+    assert_problem post(app, tenant, key, "caf\xC3\xA9", type: type), 422, "key-reused"
+    assert_equal 1, handler.runs
   end
 
   def test_tenants_do_not_share_keys
@@ -105,9 +92,10 @@ class MiddlewareTest < Minitest::Test
     handler = Handler.new
     [true, false].each do |required|
       app = app_for(handler, @pool, required: required)
-      KeyTest::MALFORMED.reject { |v| v.include?("\0") || v.include?("\t") }.each do |value|
-        assert_problem post(app, tenant, value), 400, "key-malformed"
-      end
+      # The contract's malformed values, as a server hands them over (bytes), but those with a control character,
+      # which no HTTP server does.
+      Contract.load("keys")["cases"].select { |c| c["key"].nil? && !c["value"].match?(/[\x00-\x1f\x7f]/) }
+              .each { |c| assert_problem post(app, tenant, c["value"].b), 400, "key-malformed" }
     end
     assert_equal 0, handler.runs
   end
@@ -124,7 +112,7 @@ class MiddlewareTest < Minitest::Test
   end
 
   def test_other_methods_pass_untouched
-    handler = Handler.new { |_env, _attempt| [200, { "Content-Type" => "text/plain" }, ["seen"]] }
+    handler = Handler.new { |_env, _attempt| [200, { "content-type" => "text/plain" }, ["seen"]] }
     app = app_for(handler, @pool)
     reply = post(app, tenant, "not a valid key", "", method: "GET", type: nil)
     assert_equal [200, "seen", nil], [reply.status, reply.body, reply.headers["Idempotency-Outcome"]]
@@ -134,6 +122,8 @@ class MiddlewareTest < Minitest::Test
     assert_equal "claimed", handler.attempts.last.outcome
   end
 
+  # The app gets the body the middleware read as a rewindable rack.input of its own (Rack 3's Lint would hide
+  # rewind from the app, which Rack 3 no longer promises: this handler sees the env as the middleware hands it).
   def test_the_body_reaches_the_app_whole_and_rewindable
     seen = []
     handler = Handler.new do |env, _attempt|
@@ -141,7 +131,7 @@ class MiddlewareTest < Minitest::Test
       seen << env["rack.input"].read << env["CONTENT_LENGTH"]
       [201, {}, []]
     end
-    post(app_for(handler, @pool), tenant, fresh_key, BODY, headers: { "CONTENT_LENGTH" => nil })
+    post(linted_outside(handler, pool: @pool), tenant, fresh_key, BODY, headers: { "CONTENT_LENGTH" => nil })
     assert_equal [BODY], handler.bodies
     assert_equal [BODY, BODY.bytesize.to_s], seen
   end
@@ -153,28 +143,8 @@ class MiddlewareTest < Minitest::Test
     assert_problem post(app_for(handler, @pool), "", fresh_key), 500, "scope-missing"
     assert_match(/gave no scope/, log.string)
     assert_equal 0, handler.runs
-    wrong = IdemKeys::Rack::Middleware.new(handler, pool: @pool, scope: ->(_env) { 42 })
+    wrong = linted(handler, pool: @pool, scope: ->(_env) { 42 })
     assert_raises(TypeError) { post(wrong, tenant, fresh_key) }
-  end
-
-  def test_a_bad_configuration_is_refused_at_construction
-    app = Handler.new
-    scope = ->(env) { env["test.tenant"] }
-    assert_raises(ArgumentError) { IdemKeys::Rack::Middleware.new(app, pool: @pool) } # no scope
-    assert_raises(ArgumentError) { IdemKeys::Rack::Middleware.new(app, scope: scope) } # no pool
-    [
-      { scope: "tenant" }, { pool: Object.new }, { pool: nil }, { lease: 0 }, { lease: -1 }, { retention: 0 },
-      { wait: -1 }, { lease: [] }, { required: "yes" }, { retryable_statuses: [42] }, { retryable_statuses: ["503"] },
-      { stored_headers: ["Content-Length"] }, { stored_headers: ["transfer-encoding"] }, { outcome_header: "a b" },
-      { max_body_bytes: 0 }, { max_body_bytes: 1.5 }, { transactional: "yes" }, { methods: [] }
-    ].each do |bad|
-      assert_raises(ArgumentError, bad.inspect) do
-        IdemKeys::Rack::Middleware.new(app, **{ pool: @pool, scope: scope }.merge(bad))
-      end
-    end
-    assert_raises(ArgumentError) { IdemKeys::Rack::Middleware.new(app, pool: @pool, scope: scope, colour: :red) }
-    # Durations as seconds and as intervals are taken as they are.
-    IdemKeys::Rack::Middleware.new(app, pool: @pool, scope: scope, lease: 1.5, wait: 0, retention: "1 day")
   end
 
   def test_store_unavailable
@@ -236,7 +206,7 @@ class MiddlewareTest < Minitest::Test
 
   def test_retryable_answers_release
     [429, 503].each do |status|
-      handler, key = Handler.new { |_env, _attempt| [status, { "Retry-After" => "1" }, ["later"]] }, fresh_key
+      handler, key = Handler.new { |_env, _attempt| [status, { "retry-after" => "1" }, ["later"]] }, fresh_key
       app = app_for(handler, @pool)
       reply = post(app, tenant, key)
       assert_equal [status, "1", "claimed"],
@@ -254,7 +224,7 @@ class MiddlewareTest < Minitest::Test
 
   def test_other_answers_are_stored
     [400, 402, 409, 500].each do |status|
-      handler = Handler.new { |_env, _attempt| [status, { "Content-Type" => "application/problem+json" }, ["no"]] }
+      handler = Handler.new { |_env, _attempt| [status, { "content-type" => "application/problem+json" }, ["no"]] }
       key = fresh_key
       app = app_for(handler, @pool)
       post(app, tenant, key)
@@ -293,7 +263,7 @@ class MiddlewareTest < Minitest::Test
     closed = []
     broken.define_singleton_method(:close) { closed << true }
     handler, key = Handler.new { |_env, _attempt| [200, {}, broken] }, fresh_key
-    app = IdemKeys::Rack::Middleware.new(handler, pool: @pool, scope: ->(_env) { tenant }, logger: Logger.new(nil))
+    app = linted(handler, pool: @pool)
     assert_raises(IOError) { post(app, tenant, key) }
     assert_equal [true], closed
     assert_nil Database.stored(tenant, key)
@@ -375,9 +345,10 @@ class MiddlewareTest < Minitest::Test
   end
 
   def test_stored_headers
+    # Two link fields: an Array on Rack 3, joined with "\n" on Rack 2.
+    links = RACK3 ? ["</a>; rel=a", "</b>; rel=b"] : "</a>; rel=a\n</b>; rel=b"
     handler = Handler.new do |_env, _attempt|
-      [201, { "X-Trace" => "t1", "ETag" => '"v1"', "link" => "</a>; rel=a\n</b>; rel=b", "Content-Type" => "text/csv" },
-       ["ok"]]
+      [201, { "x-trace" => "t1", "etag" => '"v1"', "link" => links, "content-type" => "text/csv" }, ["ok"]]
     end
     key = fresh_key
     app = app_for(handler, @pool)

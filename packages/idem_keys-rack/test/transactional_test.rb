@@ -31,7 +31,7 @@ class TransactionalTest < Minitest::Test
       conn = attempt.connection
       assert_equal PG::PQTRANS_INTRANS, conn.transaction_status
       conn.exec_params("INSERT INTO rack_tx_writes VALUES ($1, $2, $3)", [attempt.scope, attempt.key, attempt.outcome])
-      after ? after.call(env, attempt) : [201, { "Location" => "/pay/1" }, ["paid"]]
+      after ? after.call(env, attempt) : [201, { "location" => "/pay/1" }, ["paid"]]
     end
   end
 
@@ -44,7 +44,7 @@ class TransactionalTest < Minitest::Test
     handler, key = Handler.new(&writing { |_env, attempt|
       # Another connection sees neither the write nor the claim until the one COMMIT.
       seen_outside << [writes, Database.stored(tenant, attempt.key)]
-      [201, { "Location" => "/pay/1" }, ["paid"]]
+      [201, { "location" => "/pay/1" }, ["paid"]]
     }), fresh_key
     app = tx_app(handler)
     first = post(app, tenant, key)
@@ -70,7 +70,7 @@ class TransactionalTest < Minitest::Test
 
   def test_a_retryable_answer_rolls_back_and_frees_the_key
     [429, 503].each do |status|
-      handler, key = Handler.new(&writing { [status, { "Retry-After" => "1" }, ["later"]] }), fresh_key
+      handler, key = Handler.new(&writing { [status, { "retry-after" => "1" }, ["later"]] }), fresh_key
       app = tx_app(handler)
       reply = post(app, tenant, key)
       assert_equal [status, "later"], [reply.status, reply.body]

@@ -2,9 +2,10 @@
 
 # The HTTP suite's sample payments app (tests/http/README.md) on idem_keys-rack without a framework: plain Rack,
 # the pg gem and one ConnectionPool of PG::Connection (the connection_pool gem), shared by the middleware and the
-# app, served by puma (serve.sh, puma.rb). IDEM_LEASE and IDEM_WAIT are PostgreSQL intervals; IDEM_OFF=1 runs it
-# without the middleware (the benchmark's baseline); IDEM_TX=1 runs the middleware in transactional mode, where
-# the recovered-attempt lookup and the payment insert run on attempt.connection, in the key's transaction.
+# app, served by puma (serve.sh, puma.rb); the same file on Rack 2.2 (the host) and Rack 3.1 (the trixie root).
+# IDEM_LEASE and IDEM_WAIT are seconds ("4"; "4s" is taken too); IDEM_OFF=1 runs it without the middleware (the
+# benchmark's baseline); IDEM_TX=1 runs the middleware in transactional mode, where the recovered-attempt lookup and
+# the payment insert run on attempt.connection, in the key's transaction.
 require "connection_pool"
 require "json"
 require "logger"
@@ -21,6 +22,14 @@ end
 
 OFF = ENV["IDEM_OFF"] == "1"
 TX = ENV["IDEM_TX"] == "1"
+
+# A duration from the environment in seconds ("4", or "4s"), or default when unset.
+module Seconds
+  def self.from_env(name, default = nil)
+    text = ENV[name].to_s.strip.delete_suffix("s")
+    text.empty? ? default : Float(text)
+  end
+end
 MAX_SLEEP_MS = 60_000
 THREADS = 16 # puma.rb's; the pool has a connection for each, and two to spare
 
@@ -33,11 +42,12 @@ POOL = ConnectionPool.new(size: THREADS + 2, timeout: 5) do
   PG.connect(ENV.fetch("DATABASE_URL"), connect_timeout: 5, options: "-c client_min_messages=warning")
 end
 
-# The app's own problem+json answers, in the same shape as the middleware's.
+# The app's own problem+json answers, in the same shape as the middleware's. Header names in lower case, as Rack 3
+# wants them (Rack 2 takes them too).
 module Problem
   def self.response(status, title, code, detail, headers = {})
     body = JSON.generate(type: "about:blank", title: title, status: status, detail: detail, code: code)
-    [status, { "Content-Type" => "application/problem+json" }.merge(headers), [body]]
+    [status, { "content-type" => "application/problem+json" }.merge(headers), [body]]
   end
 end
 
@@ -55,7 +65,7 @@ class ErrorPage
     LOG.error("#{env['REQUEST_METHOD']} #{env['PATH_INFO']}: #{e.class}: #{e.message}")
     attempt = IdemKeys::Rack.attempt(env)
     Problem.response(500, "Internal Server Error", "internal-error", "the handler failed",
-                     attempt ? { "Idempotency-Outcome" => attempt.outcome } : {})
+                     attempt ? { "idempotency-outcome" => attempt.outcome } : {})
   end
 end
 
@@ -71,7 +81,7 @@ class Authenticate
     bearer = BEARER.match(env["HTTP_AUTHORIZATION"].to_s)
     unless bearer
       return Problem.response(401, "Unauthorized", "unauthenticated", "Authorization: Bearer <tenant> is required")
-                    .tap { |answer| answer[1]["WWW-Authenticate"] = "Bearer" }
+                    .tap { |answer| answer[1]["www-authenticate"] = "Bearer" }
     end
 
     env["sample.tenant"] = bearer[1]
@@ -114,7 +124,7 @@ class Payments
       sleep([slow[1].to_i, MAX_SLEEP_MS].min / 1000.0)
     elsif customer == "cus_fail_503"
       return Problem.response(503, "Service Unavailable", "provider-unavailable",
-                              "the provider refused; nothing was charged", "Retry-After" => "1")
+                              "the provider refused; nothing was charged", "retry-after" => "1")
     elsif customer == "cus_fail_402"
       return Problem.response(402, "Payment Required", "card-declined", "the card was declined")
     elsif customer == "cus_throw"
@@ -145,7 +155,7 @@ class Payments
       # 503 releases the key (in transactional mode the insert is rolled back with it): the retry pays.
       LOG.warn("payments insert: #{e.message}")
       return Problem.response(503, "Service Unavailable", "database-unavailable", "nothing was charged: try again",
-                              "Retry-After" => "1")
+                              "retry-after" => "1")
     end
     raise "cus_throw_after_write: the handler throws after its insert" if customer == "cus_throw_after_write"
 
@@ -153,8 +163,8 @@ class Payments
       sleep([crash[1].to_i, MAX_SLEEP_MS].min / 1000.0) # time for a test to SIGKILL the app before the answer
     end
     body = JSON.generate(as_payment(payment).merge(attempt: attempt ? attempt.outcome : "claimed"))
-    [201, { "Content-Type" => "application/json", "Location" => "/payments/#{payment['id']}",
-            "X-Request-Id" => SecureRandom.hex(8) }, [body]]
+    [201, { "content-type" => "application/json", "location" => "/payments/#{payment['id']}",
+            "x-request-id" => SecureRandom.hex(8) }, [body]]
   end
 
   def show(env, id)
@@ -166,7 +176,7 @@ class Payments
               end
     return Problem.response(404, "Not Found", "payment-not-found", "no such payment for this tenant") unless payment
 
-    [200, { "Content-Type" => "application/json" }, [JSON.generate(as_payment(payment))]]
+    [200, { "content-type" => "application/json" }, [JSON.generate(as_payment(payment))]]
   end
 
   # The key's transaction in transactional mode; otherwise a connection of the pool. A connection lost under the
@@ -218,10 +228,10 @@ use Authenticate
 unless OFF
   use IdemKeys::Rack::Middleware,
       pool: POOL, scope: ->(env) { env["sample.tenant"] },
-      lease: ENV.fetch("IDEM_LEASE", "30s"), wait: ENV["IDEM_WAIT"].to_s.empty? ? nil : ENV["IDEM_WAIT"],
+      lease: Seconds.from_env("IDEM_LEASE", 30), wait: Seconds.from_env("IDEM_WAIT"),
       outcome_header: "Idempotency-Outcome", transactional: TX, logger: LOG
 end
 mode = if OFF then ", IDEM_OFF" elsif TX then ", transactional" else "" end
-$stdout.puts "http sample (rack) with idem_keys-rack #{IdemKeys::Rack::VERSION}#{mode}"
+$stdout.puts "http sample (rack #{Rack.release}) with idem_keys-rack #{IdemKeys::Rack::VERSION}#{mode}"
 
 run Payments.new

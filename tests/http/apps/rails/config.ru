@@ -1,14 +1,17 @@
 # frozen_string_literal: true
 
-# The HTTP suite's sample payments app (tests/http/README.md) on idem_keys-rack: a minimal Rails 6.1 app in one
-# file, ActiveRecord on DATABASE_URL, served by puma (serve.sh, puma.rb). IDEM_LEASE and IDEM_WAIT are PostgreSQL
-# intervals; IDEM_OFF=1 runs it without the middleware (the benchmark's baseline); IDEM_TX=1 runs the middleware in
-# transactional mode, where the payment insert (ActiveRecord) is in the key's transaction.
-# Compiled Ruby cached in tmp/bootsnap (Debian's bootsnap; its load-path cache needs Bundler, so only the
-# compile cache): a restart after the suite's SIGKILL must listen again well within the app's 4 s lease.
+# The HTTP suite's sample payments app (tests/http/README.md) on idem_keys-rack: a minimal Rails app in one file,
+# ActiveRecord on DATABASE_URL, served by puma (serve.sh, puma.rb); the same file on both ends of the gem's range:
+# Rails 6.1 on Rack 2.2 (the host, bookworm) and Rails 7.2 on Rack 3.1 (the trixie root). IDEM_LEASE and IDEM_WAIT
+# are seconds ("4"; "4s" is taken too); IDEM_OFF=1 runs it without the middleware (the benchmark's baseline);
+# IDEM_TX=1 runs the middleware in transactional mode, where the payment insert (ActiveRecord) is in the key's
+# transaction.
+# Compiled Ruby cached in tmp/bootsnap-$IDEM_STACK (Debian's bootsnap; its load-path cache needs Bundler, so only
+# the compile cache): a restart after the suite's SIGKILL must listen again well within the app's 4 s lease.
 require "bootsnap"
-Bootsnap.setup(cache_dir: File.join(__dir__, "tmp", "bootsnap"), development_mode: false, load_path_cache: false,
-               compile_cache_iseq: true, compile_cache_yaml: false, compile_cache_json: false)
+Bootsnap.setup(cache_dir: File.join(__dir__, "tmp", "bootsnap-#{ENV.fetch('IDEM_STACK', 'host')}"),
+               development_mode: false, load_path_cache: false, compile_cache_iseq: true, compile_cache_yaml: false,
+               compile_cache_json: false)
 require "json"
 require "logger"
 require "securerandom"
@@ -26,6 +29,14 @@ end
 
 OFF = ENV["IDEM_OFF"] == "1"
 TX = ENV["IDEM_TX"] == "1"
+
+# A duration from the environment in seconds ("4", or "4s"), or default when unset.
+module Seconds
+  def self.from_env(name, default = nil)
+    text = ENV[name].to_s.strip.delete_suffix("s")
+    text.empty? ? default : Float(text)
+  end
+end
 MAX_SLEEP_MS = 60_000
 THREADS = 16 # puma.rb's; the pool has a connection for each, and two to spare
 
@@ -43,7 +54,7 @@ class Authenticate
       body = JSON.generate(type: "about:blank", title: "Unauthorized", status: 401, detail: "Authorization: Bearer " \
                                                                                             "<tenant> is required",
                            code: "unauthenticated")
-      return [401, { "Content-Type" => "application/problem+json", "WWW-Authenticate" => "Bearer" }, [body]]
+      return [401, { "content-type" => "application/problem+json", "www-authenticate" => "Bearer" }, [body]]
     end
     env["sample.tenant"] = bearer[1]
     @app.call(env)
@@ -58,13 +69,14 @@ class SampleApp < Rails::Application
   config.logger = ActiveSupport::Logger.new($stdout)
   config.log_level = :warn
   config.consider_all_requests_local = false
-  config.action_dispatch.show_exceptions = true
+  # Rails 7.1 names the choice (:all); 6.1 takes true.
+  config.action_dispatch.show_exceptions = Rails.gem_version >= Gem::Version.new("7.1") ? :all : true
   # Rails' own 500 for an exception is answered outside every added middleware; the attempt is in the env all the
   # same, so this 500 names its outcome too (the key was released).
   config.exceptions_app = lambda do |env|
     attempt = IdemKeys::Rack.attempt(env)
-    headers = { "Content-Type" => "application/problem+json" }
-    headers["Idempotency-Outcome"] = attempt.outcome if attempt
+    headers = { "content-type" => "application/problem+json" }
+    headers["idempotency-outcome"] = attempt.outcome if attempt
     [500, headers, [JSON.generate(type: "about:blank", title: "Internal Server Error", status: 500,
                                   detail: "the handler failed", code: "internal-error")]]
   end
@@ -75,7 +87,7 @@ class SampleApp < Rails::Application
   unless OFF
     config.middleware.use IdemKeys::Rack::Middleware,
                           pool: :active_record, scope: ->(env) { env["sample.tenant"] },
-                          lease: ENV.fetch("IDEM_LEASE", "30s"), wait: ENV["IDEM_WAIT"].presence,
+                          lease: Seconds.from_env("IDEM_LEASE", 30), wait: Seconds.from_env("IDEM_WAIT"),
                           outcome_header: "Idempotency-Outcome", transactional: TX,
                           logger: ActiveSupport::Logger.new($stdout)
   end
@@ -190,9 +202,10 @@ ActiveRecord::Base.transaction do
   # cus_commit_fails' two equal rows: refused at COMMIT in transactional mode, at once otherwise.
   connection.execute("CREATE TABLE IF NOT EXISTS commit_guard (id int PRIMARY KEY DEFERRABLE INITIALLY DEFERRED)")
 end
-ActiveRecord::Base.clear_active_connections!
+ActiveRecord::Base.connection_handler.clear_active_connections!
 mode = if OFF then ", IDEM_OFF" elsif TX then ", transactional" else "" end
-$stdout.puts "http sample (rails) with idem_keys-rack #{IdemKeys::Rack::VERSION}#{mode}"
+$stdout.puts "http sample (rails #{Rails.version}, rack #{Rack.release}) with idem_keys-rack " \
+             "#{IdemKeys::Rack::VERSION}#{mode}"
 $stdout.flush
 
 run SampleApp

@@ -1,8 +1,11 @@
 # frozen_string_literal: true
 
 require "pg"
+require_relative "active_record_transaction"
+require_relative "commit_outcome"
 require_relative "connection_health"
-require_relative "transaction_status"
+require_relative "handler_savepoints"
+require_relative "key_commit"
 
 module IdemKeys
   module Rack
@@ -74,7 +77,7 @@ module IdemKeys
             return TransactionEnd.new(:committed, e) if ours.state.committed?
 
             # What the COMMIT raised, not what ActiveRecord's ROLLBACK after it may have raised in its place.
-            return Database.commit_end(commit&.error || e)
+            return CommitOutcome.of(commit&.error || e)
           ensure
             KeyCommit.unwatch(ar)
           end
@@ -86,21 +89,27 @@ module IdemKeys
 
       # The raw PG::Connection, reconnected first (ActiveRecord's own reconnect!, which also sets the session up
       # again) when it is broken and no transaction of the app's depends on it. ActiveRecord verifies a
-      # connection when it checks it out of its pool, not while a thread holds it, and the middleware's
-      # statements go around ActiveRecord, which does not see them fail.
+      # connection when it checks it out of its pool (Rails 7.1 and later: on its first use after), not while a
+      # thread holds it, and the middleware's statements go around ActiveRecord, which does not see them fail.
       def raw_connection(ar)
-        raw = ar.raw_connection
+        raw = unavailable_unless_connected("connecting") { ar.raw_connection }
         return raw if ar.transaction_open? || !ConnectionHealth.broken?(raw)
 
         ConnectionHealth.cancel_running(raw)
         return raw unless ConnectionHealth.broken?(raw)
 
-        begin
+        unavailable_unless_connected("reconnecting") do
           ar.reconnect!
-        rescue StandardError => e
-          raise StoreUnavailable, "reconnecting failed: #{e.class}: #{e.message}"
+          ar.raw_connection
         end
-        ar.raw_connection
+      end
+
+      # The block's value; ActiveRecord's or the driver's error in it (Rails 7.1 and later connect on the first
+      # use of a connection checked out, not in the checkout) is StoreUnavailable: nothing was done.
+      def unavailable_unless_connected(what)
+        yield
+      rescue ::ActiveRecord::ActiveRecordError, PG::Error => e
+        raise StoreUnavailable, "#{what} failed: #{e.class}: #{e.message}"
       end
 
       # The TransactionEnd of a decision to end the transaction without COMMIT, or nil to commit.
@@ -111,112 +120,6 @@ module IdemKeys
 
         TransactionEnd.new(:commit_failed, PG::InFailedSqlTransaction.new("the transaction was aborted by an " \
                                                                          "earlier error"))
-      end
-    end
-
-    # Inside the middleware's transaction, the app's `transaction` blocks (its own, and the one every save and
-    # destroy opens) are savepoints of it, as they are real transactions without the middleware: a
-    # `raise ActiveRecord::Rollback`, or a save that returns false, undoes what the block did and nothing else
-    # (joining the middleware's transaction, it would be swallowed and committed with the key). Not
-    # `joinable: false` on the middleware's transaction, which makes ActiveRecord run the app's after_commit
-    # callbacks when each savepoint is released, before the key's COMMIT, even when that then rolls back: here
-    # their records join the middleware's transaction, and the callbacks run after its COMMIT. Blocks nested in
-    # the app's own are ActiveRecord's as ever (a plain nested block joins the app's).
-    module HandlerSavepoints
-      # The middleware's ActiveRecord transaction on this connection, while the handler runs in it.
-      attr_accessor :idem_keys_transaction
-
-      # ActiveRecord's public DatabaseStatements#transaction, whose keywords have been these since Rails 5.
-      def transaction(requires_new: nil, **options, &block)
-        ours = idem_keys_transaction
-        requires_new = true if ours && ours.equal?(current_transaction)
-        super(requires_new: requires_new, **options, &block)
-      end
-
-      # Runs the block with ar's `transaction` blocks as savepoints of ours (an ActiveRecord transaction).
-      def self.around(ar, ours)
-        ar.singleton_class.prepend(self) unless ar.singleton_class.include?(self)
-        outer = ar.idem_keys_transaction
-        begin
-          ar.idem_keys_transaction = ours
-          yield
-        ensure
-          ar.idem_keys_transaction = outer
-        end
-      end
-    end
-
-    # The key's COMMIT on ActiveRecord's connection, which ActiveRecord sends when the `transaction` block ends,
-    # outside the handler's clean-up. An exception while it runs (an interrupt: Rack::Timeout, Thread#raise)
-    # ActiveRecord answers with a ROLLBACK, which would first wait for the COMMIT to end: held by a synchronous
-    # standby or a deferred trigger, that is minutes, or on a connection whose server vanished, until TCP gives
-    # up. The COMMIT is cancelled first (it commits or not: the middleware says the outcome is unknown), and what
-    # it raised is kept for the middleware to classify.
-    module KeyCommit
-      # The Watch of the key's transaction on this connection, until its COMMIT is sent.
-      attr_accessor :idem_keys_commit
-
-      # ActiveRecord's public DatabaseStatements#commit_db_transaction (Rails 6.1 through 8.0).
-      def commit_db_transaction
-        watch = idem_keys_commit
-        return super unless watch
-
-        # Only the key's own COMMIT: an after_commit callback's transaction commits as ever.
-        self.idem_keys_commit = nil
-        watch.run { super }
-      end
-
-      # Watches ar's next COMMIT, that of the transaction on raw: returns the Watch.
-      def self.watch(ar, raw)
-        ar.singleton_class.prepend(self) unless ar.singleton_class.include?(self)
-        ar.idem_keys_commit = Watch.new(raw)
-      end
-
-      def self.unwatch(ar)
-        ar.idem_keys_commit = nil if ar.singleton_class.include?(self)
-      end
-
-      # One COMMIT on raw (a PG::Connection) and what it raised, if anything (error).
-      class Watch
-        attr_reader :error
-
-        def initialize(raw)
-          @raw = raw
-        end
-
-        def run
-          yield
-        rescue Exception => e # rubocop:disable Lint/RescueException -- an interrupt is what this is for
-          @error = e
-          ConnectionHealth.cancel_running(@raw)
-          # The cancel did not reach the server: the session is closed rather than waited for.
-          ConnectionHealth.abandon(@raw) if ConnectionHealth.running?(@raw)
-          raise
-        end
-      end
-    end
-
-    # One request's transaction on ActiveRecord's connection.
-    class ActiveRecordTransaction
-      include TransactionStatus
-
-      attr_reader :connection
-
-      def initialize(ar, connection, savepoint)
-        @ar = ar
-        @connection = connection
-        @savepoint = savepoint
-      end
-
-      # After a failed JSON claim, which wrote nothing: back to where the transaction began. ActiveRecord has sent
-      # nothing else yet, so its bookkeeping stays true.
-      def restart
-        if @savepoint
-          @connection.exec("ROLLBACK TO SAVEPOINT #{@connection.quote_ident(@savepoint)}")
-        else
-          @connection.exec("ROLLBACK")
-          @connection.exec("BEGIN")
-        end
       end
     end
   end

@@ -7,6 +7,8 @@ module IdemKeys
     # The answers the middleware makes itself: application/problem+json (RFC 9457), the same fields in the same
     # order, and the same bytes, as the Go, Python and Node packages (docs/integrations.md, "Problems").
     module Problems
+      CONTENT_TYPE = "application/problem+json"
+
       # RFC 9110's reason phrases, written out: Rack::Utils::HTTP_STATUS_CODES says "Payload Too Large" (413) and
       # "Unprocessable Entity" (422) in Rack 2.
       TITLES = {
@@ -44,14 +46,15 @@ module IdemKeys
                         "detail" => detail, "code" => code })
       end
 
-      # A Rack response for the problem. retry_after overrides the problem's own (request-in-progress counts down
-      # to the end of the first attempt's lease); extra is more headers (the outcome header).
+      # A Rack response for the problem, its header names in lower case (Rack 3). retry_after overrides the
+      # problem's own (request-in-progress counts down to the end of the first attempt's lease); extra is more
+      # headers (the outcome header).
       def response(code, retry_after: nil, extra: nil)
         status, _, default_retry = ALL.fetch(code)
         payload = body(code)
-        headers = { "Content-Type" => "application/problem+json", "Content-Length" => payload.bytesize.to_s }
+        headers = { "content-type" => CONTENT_TYPE, "content-length" => payload.bytesize.to_s }
         retry_after ||= default_retry
-        headers["Retry-After"] = retry_after.to_s if retry_after
+        headers["retry-after"] = retry_after.to_s if retry_after
         headers.merge!(extra) if extra
         [status, headers, [payload]]
       end

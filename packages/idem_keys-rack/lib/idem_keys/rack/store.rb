@@ -5,25 +5,23 @@ require "pg"
 
 module IdemKeys
   module Rack
-    # The SQL the middleware runs: idem_claim, idem_finish and idem_release, bind parameters only, on a
-    # PG::Connection the database adapter hands over (database.rb). By default each runs as one statement that
-    # commits on its own: the claim is visible to every duplicate before the handler starts, and the answer is
-    # durable before the client sees it. In transactional mode they run inside the request's transaction.
+    # The SQL the middleware runs: idem_claim, idem_finish and idem_release, the texts every idem_keys middleware
+    # sends (contract/sql.json), bind parameters only, on a PG::Connection the database adapter hands over. By
+    # default each runs as one statement that commits on its own: the claim is visible to every duplicate before
+    # the handler starts, and the answer is durable before the client sees it. In transactional mode they run
+    # inside the request's transaction.
     module Store
-      # Fields by name, never r.*: a newer idem_result may grow columns.
+      # Fields by name, never r.*: a newer idem_result may grow columns. Durations are seconds (a double
+      # precision, or NULL for the server's setting).
       RESULT = "r.outcome, r.token, r.status_code, r.response_bytes, r.headers, r.retry_after"
-      CLAIM_JSON = <<~SQL.freeze
-        SELECT #{RESULT}
-          FROM idem_claim($1, $2, jsonb_build_object('method', $3::text, 'target', $4::text, 'body', $5::jsonb),
-                          lease => $6::interval, wait => $7::interval) AS r
-      SQL
-      CLAIM_BYTES = <<~SQL.freeze
-        SELECT #{RESULT}
-          FROM idem_claim($1, $2, $3::bytea, lease => $4::interval, wait => $5::interval) AS r
-      SQL
+      CLAIM_JSON = "SELECT #{RESULT} FROM idem_claim($1, $2, jsonb_build_object('method', $3::text, 'target', " \
+                   "$4::text, 'body', $5::jsonb), lease => make_interval(secs => $6::float8), " \
+                   "wait => make_interval(secs => $7::float8)) AS r"
+      CLAIM_BYTES = "SELECT #{RESULT} FROM idem_claim($1, $2, $3::bytea, lease => make_interval(secs => " \
+                    "$4::float8), wait => make_interval(secs => $5::float8)) AS r"
       # The bytea overload: a replay repeats the body byte for byte, where jsonb would reorder and respace it.
       FINISH = "SELECT idem_finish($1, $2, $3::bigint, $4::integer, $5::bytea, headers => $6::jsonb, " \
-               "retention => $7::interval)"
+               "retention => make_interval(secs => $7::float8))"
       RELEASE = "SELECT idem_release($1, $2, $3::bigint) AS released"
 
       # invalid_text_representation, untranslatable_character, character_not_in_repertoire: the body said JSON
@@ -34,30 +32,23 @@ module IdemKeys
       BYTEA = 17 # the bytea type's oid, for binary parameters
 
       # What idem_claim answered.
-      Claim = Struct.new(:outcome, :token, :status_code, :response, :headers, :retry_after, keyword_init: true)
-
-      # What the fingerprint covers: the method, the target (path and query as the client sent them, bytes) and
-      # the body (bytes); json says whether the body counts by its canonical JSON.
-      Request = Struct.new(:method, :target, :body, :json, keyword_init: true) do
-        # The target as text for jsonb_build_object: Latin-1 keeps every byte, so two targets never read the same.
-        def target_text
-          target.b.force_encoding(Encoding::ISO_8859_1).encode(Encoding::UTF_8)
-        end
-
-        # method || ' ' || target || '\n' || body: the bytes fingerprint.
-        def as_bytes
-          "#{method} ".b << target.b << "\n".b << body.b
+      Claim = Struct.new(:outcome, :token, :status_code, :response, :headers, :retry_after, keyword_init: true) do
+        # Whether this request now holds the key (new, or taken over from an owner whose lease ended).
+        def claimed?
+          %w[claimed recovered].include?(outcome) && !token.nil?
         end
       end
 
       module_function
 
-      # Claims the key on conn. restart, in transactional mode, begins the transaction afresh after the JSON claim
-      # failed (the failed statement aborted it; it had written nothing).
-      def claim(conn, scope, key, request, lease, wait, restart: nil)
-        if request.json && (text = json_text(request.body))
+      # Claims the key on conn for the request's Fingerprint; lease and wait in seconds or nil. restart, in
+      # transactional mode, begins the transaction afresh after the JSON claim failed (the failed statement
+      # aborted it; it had written nothing).
+      def claim(conn, scope, key, fingerprint, lease, wait, restart: nil)
+        if fingerprint.json && (text = json_text(fingerprint.body))
           begin
-            return run_claim(conn, CLAIM_JSON, [scope, key, request.method, request.target_text, text, lease, wait])
+            return run_claim(conn, CLAIM_JSON, [scope, key, fingerprint.method, fingerprint.target_text, text,
+                                                seconds(lease), seconds(wait)])
           rescue PG::Error => e
             raise unless NOT_JSONB.include?(sqlstate(e))
 
@@ -65,13 +56,14 @@ module IdemKeys
             restart&.call
           end
         end
-        run_claim(conn, CLAIM_BYTES, [scope, key, binary(request.as_bytes), lease, wait])
+        run_claim(conn, CLAIM_BYTES, [scope, key, binary(fingerprint.as_bytes), seconds(lease), seconds(wait)])
       end
 
-      # Stores the answer: status, body bytes (an empty body as NULL), the allow-listed headers (name => value).
+      # Stores the answer: status, body bytes (an empty body as NULL), the allow-listed headers (name => value),
+      # retention in seconds or nil.
       def finish(conn, scope, key, token, status, body, headers, retention)
         conn.exec_params(FINISH, [scope, key, token.to_s, status.to_s, body.empty? ? nil : binary(body),
-                                  JSON.generate(headers), retention])
+                                  JSON.generate(headers), seconds(retention)])
         nil
       end
 
@@ -105,10 +97,15 @@ module IdemKeys
                   headers: row["headers"] && JSON.parse(row["headers"]), retry_after: row["retry_after"]&.to_i)
       end
 
+      # A duration for make_interval(secs => $n::float8): Float#to_s ("1.5", "1.0e-05") is valid float8 input.
+      def seconds(value)
+        value&.to_f&.to_s
+      end
+
       def binary(bytes)
         { value: bytes, type: BYTEA, format: 1 }
       end
-      private_class_method :run_claim, :binary
+      private_class_method :run_claim, :seconds, :binary
     end
   end
 end
