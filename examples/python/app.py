@@ -3,7 +3,7 @@ often the client retries and even if this process dies half-way. Starlette behin
 (packages/idem-keys-asgi), served by uvicorn.
 
 Settings come from the environment: LISTEN_ADDR, DATABASE_URL, DATABASE_TRANSACTION_POOLER=1 (behind PgBouncer's
-transaction pooling), PROVIDER_URL, IDEM_LEASE (a PostgreSQL interval), IDEM_RECONCILE_EVERY (seconds, 0 = off) and
+transaction pooling), PROVIDER_URL, IDEM_LEASE (seconds; a trailing "s" is allowed, as in "30s"), IDEM_RECONCILE_EVERY (seconds, 0 = off) and
 IDEM_TEST_HOOKS=1 (crash hooks for the e2e harness).
 """
 import asyncio
@@ -203,7 +203,7 @@ async def lifespan(app):
 app = Starlette(
     routes=[Route("/payments", create_payment, methods=["POST"])],
     middleware=[Middleware(IdempotencyMiddleware, pool=pool, scope=lambda _: SCOPE,
-                           lease=os.environ.get("IDEM_LEASE", "30s"), outcome_header="Idempotency-Outcome")],
+                           lease=float(os.environ.get("IDEM_LEASE", "30").removesuffix("s")), outcome_header="Idempotency-Outcome")],
     lifespan=lifespan)
 
 if __name__ == "__main__":

@@ -1,14 +1,25 @@
 #!/usr/bin/env bash
-# idem-keys-asgi's own tests: the type hints (mypy --strict), the key parser and problem bodies, then the
+# idem-keys-asgi's own tests, on the stack scripts/stacks.sh names in IDEM_STACK (host when unset), at that stack's
+# end of the supported range: the host's Python 3.11 with the floors of every range (requirements-test-floor.txt),
+# trixie's Python 3.13 with the newest releases (requirements-test.txt). The type hints (mypy --strict), then the
 # middleware on Starlette and FastAPI apps in-process (httpx's ASGI transport) against $DATABASE_URL, a database
-# with idem_keys or its portable edition, on the package as a user installs it (its wheel, built from its sdist).
-# The venv (.venv here) is made once per change of requirements-test.txt.
+# with idem_keys or its portable edition, with contract/ (the repository root's, or $IDEM_CONTRACT_DIR), on the
+# package as a user installs it (its wheel and idem-keys-core's, each built from its sdist). The venv
+# (.venv-$IDEM_STACK here) is made once per change of its requirements.
 set -euo pipefail
 cd "$(dirname "$0")"
 : "${DATABASE_URL:?DATABASE_URL must name a database with idem_keys}"
-bash ../../scripts/python_venv.sh "idem-keys-asgi" .venv requirements-test.txt
-bash ../../scripts/install_wheel.sh . .venv # the sdist, the wheel from it, installed: the tests run that, not src/
+stack=${IDEM_STACK:-host}
+case $stack in
+  host) requirements=requirements-test-floor.txt ;;
+  trixie) requirements=requirements-test.txt ;;
+  *) echo "idem-keys-asgi: tested on host (Python 3.11) and trixie (Python 3.13), not $stack" >&2; exit 2 ;;
+esac
+bash ../../scripts/apt_install.sh idem-keys-asgi python3-venv
+venv=.venv-$stack
+bash ../../scripts/python_venv.sh idem-keys-asgi "$venv" "$requirements"
+bash ../idem-keys-core/install.sh "$venv" . # the core's wheel, then this one's: the tests run those, not src/
 export PYTHONDONTWRITEBYTECODE=1
-.venv/bin/mypy --strict --cache-dir=/dev/null src/idem_keys_asgi  # no cache left in the tree
+"$venv/bin/mypy" --strict --cache-dir=/dev/null src/idem_keys_asgi # no cache left in the tree
 # -p no:cacheprovider: no .pytest_cache in the tree. A skip fails (tests/conftest.py): it would hide a rule.
-.venv/bin/python -m pytest -q -p no:cacheprovider tests
+"$venv/bin/python" -m pytest -q -p no:cacheprovider tests "$@"

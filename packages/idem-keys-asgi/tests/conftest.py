@@ -1,21 +1,19 @@
 """Fixtures for the database-backed tests: an autocommit pool on $DATABASE_URL (a database with idem_keys, or its
 portable edition), and an httpx client that talks to an ASGI app in-process."""
+import sys
+from pathlib import Path
+
+# The contract's loader (contract.py) and the rule that a skip fails (no_skips.py) are the core's test helpers,
+# shared by every Python package's tests.
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "idem-keys-core" / "tests"))
+from no_skips import pytest_runtest_makereport  # noqa: E402,F401  (a hook: pytest finds it here)
+
 import os
 import uuid
 
 import httpx
 import pytest
 from psycopg_pool import AsyncConnectionPool
-
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item, call):
-    """A skipped test fails: every rule must run, here and in CI."""
-    report = yield
-    if report.skipped:
-        report.outcome, report.longrepr = "failed", f"skipped, which this suite does not allow: {report.longrepr}"
-    return report
 
 
 @pytest.fixture

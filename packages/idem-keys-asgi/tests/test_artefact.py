@@ -18,5 +18,8 @@ def test_the_metadata_a_registry_reads():
     assert meta["Version"] == __import__(meta["Name"].replace("-", "_")).__version__ == "0.1.0"
     assert meta["License"] == "PostgreSQL" and meta["Requires-Python"] == ">=3.11"
     assert meta["Summary"] and meta["Description-Content-Type"] == "text/markdown"
+    assert sorted(meta.get_all("Requires-Dist")) == ["idem-keys-core<0.2,>=0.1.0", "psycopg-pool>=3.2",
+                                                     "psycopg<4,>=3.1"]
     files = {str(f) for f in metadata.files("idem-keys-asgi")}
     assert "idem_keys_asgi/py.typed" in files and "idem_keys_asgi/__init__.py" in files
+    assert not any(f.startswith("idem_keys_core/") for f in files)  # the core is a wheel of its own

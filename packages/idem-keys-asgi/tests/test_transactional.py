@@ -18,15 +18,11 @@ from starlette.responses import Response
 
 from conftest import client_for, fresh_key, tenant_of
 from idem_keys_asgi import IdempotencyMiddleware
-from test_middleware import Handler, app_for, expect_problem, post, started
+from test_middleware import PROBLEMS, Handler, app_for, expect_problem, post, started
 
 pytestmark = pytest.mark.anyio
-COMMIT_UNKNOWN = (b'{"type":"about:blank","title":"Service Unavailable","status":503,"detail":"the request\'s changes '
-                  b'may or may not have been committed: retry with the same Idempotency-Key to learn which",'
-                  b'"code":"commit-unknown"}')
-COMMIT_FAILED = (b'{"type":"about:blank","title":"Service Unavailable","status":503,"detail":"the request\'s changes '
-                 b'could not be committed: nothing was done, retry with the same Idempotency-Key",'
-                 b'"code":"commit-failed"}')
+COMMIT_UNKNOWN = PROBLEMS["commit-unknown"]["body"].encode()  # contract/problems.json's bytes
+COMMIT_FAILED = PROBLEMS["commit-failed"]["body"].encode()
 
 
 @pytest.fixture

@@ -1,6 +1,14 @@
 """The tests run on $DATABASE_URL itself (a database with idem_keys, or its portable edition): no test database
 is made, and every test commits for real, as requests do. Each test ends with every connection of its thread
 outside any transaction."""
+import sys
+from pathlib import Path
+
+# The contract's loader (contract.py) and the rule that a skip fails (no_skips.py) are the core's test helpers,
+# shared by every Python package's tests.
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "idem-keys-core" / "tests"))
+from no_skips import pytest_runtest_makereport  # noqa: E402,F401  (a hook: pytest finds it here)
+
 import os
 import threading
 import uuid
@@ -11,18 +19,10 @@ from django.db import connections
 from django.test import Client
 from psycopg.pq import TransactionStatus
 
+import contract
 from project import views
 
 BODY = b'{"amount": 1000, "currency": "EUR"}'
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item, call):
-    """A skipped test fails: every rule must run, here and in CI."""
-    report = yield
-    if report.skipped:
-        report.outcome, report.longrepr = "failed", f"skipped, which this suite does not allow: {report.longrepr}"
-    return report
 
 
 @pytest.fixture(scope="session")
@@ -88,12 +88,22 @@ def post(c, tenant, key, body=BODY, path="/pay", content_type="application/json"
     return c.generic(method, path, body, content_type=content_type, **headers)
 
 
+CONTRACT_PROBLEMS = contract.load("problems")
+PROBLEMS = {row["code"]: row for row in CONTRACT_PROBLEMS["problems"]}
+
+
 def expect_problem(reply, status, code):
-    assert reply.status_code == status, reply.content
-    assert reply["Content-Type"] == "application/problem+json"
-    body = reply.json()
-    assert list(body) == ["type", "title", "status", "detail", "code"]
-    assert (body["type"], body["status"], body["code"]) == ("about:blank", status, code)
+    """The problem as contract/problems.json has it: its bytes, status, Content-Type and Retry-After."""
+    row = PROBLEMS[code]
+    assert reply.status_code == row["status"] == status, reply.content
+    assert reply.content == row["body"].encode()
+    assert reply["Content-Type"] == CONTRACT_PROBLEMS["content_type"]
+    assert reply["Content-Length"] == str(len(reply.content))
+    retry_after = reply.get("Retry-After")
+    if row["retry_after"] == "lease":  # the claim's own, at least a second
+        assert int(retry_after) >= 1
+    else:
+        assert retry_after == (None if row["retry_after"] is None else str(row["retry_after"]))
 
 
 def in_thread(fn, *args, **kwargs):

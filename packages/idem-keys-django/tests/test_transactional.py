@@ -11,15 +11,11 @@ from django.db import DatabaseError, connections, transaction
 from django.http import HttpResponse
 from django.test import Client, TestCase
 
-from conftest import client, expect_problem, fresh_key, in_thread, post, stored, writes
+from conftest import PROBLEMS, client, expect_problem, fresh_key, in_thread, post, stored, writes
 from test_middleware import started, use
 
-COMMIT_UNKNOWN = (b'{"type":"about:blank","title":"Service Unavailable","status":503,"detail":"the request\'s changes '
-                  b'may or may not have been committed: retry with the same Idempotency-Key to learn which",'
-                  b'"code":"commit-unknown"}')
-COMMIT_FAILED = (b'{"type":"about:blank","title":"Service Unavailable","status":503,"detail":"the request\'s changes '
-                 b'could not be committed: nothing was done, retry with the same Idempotency-Key",'
-                 b'"code":"commit-failed"}')
+COMMIT_UNKNOWN = PROBLEMS["commit-unknown"]["body"].encode()  # contract/problems.json's bytes
+COMMIT_FAILED = PROBLEMS["commit-failed"]["body"].encode()
 
 
 @pytest.fixture(params=["TRANSACTIONAL", "ATOMIC_REQUESTS"])
@@ -99,7 +95,7 @@ def test_an_error_answer_commits_with_its_writes(mode, handler, tenant):
 
 
 def test_unsettled_commits_the_write_and_the_claim(mode, settings, handler, tenant):
-    use(settings, LEASE="1s")
+    use(settings, LEASE=1)
 
     def unsure(request, attempt):
         if attempt.recovered:
@@ -420,7 +416,7 @@ def test_a_duplicate_of_an_open_transaction_is_409_at_once(mode, handler, tenant
 
 
 def test_wait_gets_the_answer_once_committed(mode, settings, handler, tenant):
-    use(settings, WAIT="5s")
+    use(settings, WAIT=5)
 
     def slow(request, attempt):
         time.sleep(0.5)

@@ -1,25 +1,22 @@
-"""What the handler learns about its claim."""
+"""What the handler learns about its claim: idem_keys_core's Attempt, and in transactional mode the connection."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import idem_keys_core
+
 if TYPE_CHECKING:
     import psycopg
 
-    from .store import Transaction
+    from .transaction import Transaction
 
 
 @dataclass(eq=False)
-class Attempt:
+class Attempt(idem_keys_core.Attempt):
     """The claim a handler runs under, at `scope["state"]["idempotency"]` (Starlette and FastAPI:
-    `request.state.idempotency`)."""
+    `request.state.idempotency`): `scope`, `key`, `outcome`, `token`, `recovered`, `leave_unsettled()`."""
 
-    scope: str
-    key: str
-    outcome: str  # "claimed", or "recovered": the key's previous owner died before it finished
-    token: int  # the fencing token: only this attempt may finish or release the key
-    _unsettled: bool = field(default=False, init=False, repr=False)
     _transaction: Transaction | None = field(default=None, repr=False, kw_only=True)
 
     @property
@@ -30,19 +27,3 @@ class Attempt:
         ended (the answer is settled: a background task must take a connection of its own)."""
         tx = self._transaction
         return tx.connection if tx is not None and not tx.ended else None
-
-    @property
-    def recovered(self) -> bool:
-        """True when a previous attempt ran out its lease unfinished: it may have done part of the work, so
-        look for what it did (reconcile) before acting."""
-        return self.outcome == "recovered"
-
-    def leave_unsettled(self) -> None:
-        """Neither store the answer nor release the key: the outcome is unknown (say, the payment provider did
-        not answer: maybe charged). The claim runs out its lease and the next request with the key runs with
-        `recovered` true."""
-        self._unsettled = True
-
-    @property
-    def unsettled(self) -> bool:
-        return self._unsettled

@@ -2,19 +2,15 @@
 view's answer), not committed (`503 commit-failed`), or not known (`503 commit-unknown`)."""
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from django.db import DatabaseError, transaction
+from idem_keys_core import Problem, outcomes, problems
+from idem_keys_core.options import Log
 from psycopg.pq import TransactionStatus
 
-from . import problems, store
 from .attempt import Attempt
-from .problems import Problem
 
-# admin_shutdown, crash_shutdown, cannot_connect_now: the server shut the session down, so its answer to the
-# COMMIT is not the COMMIT's outcome.
-_SESSION_SHUT_DOWN = frozenset({"57P01", "57P02", "57P03"})
 # Django's words when an atomic(durable=True) is opened inside another atomic block (django/db/transaction.py).
 _DURABLE_NESTED = "durable atomic block cannot be nested"
 
@@ -26,7 +22,7 @@ class _RollBack(Exception):
 _ROLL_BACK = _RollBack()
 
 
-def commit(log: logging.Logger, attempt: Attempt, atomic: transaction.Atomic, what: str) -> Problem | None:
+def commit(log: Log, attempt: Attempt, atomic: transaction.Atomic, what: str) -> Problem | None:
     """Leaves the request's atomic block: COMMIT, then the on_commit hooks, the attempt's own first. The problem
     to answer instead of the view's answer, if any."""
     problem = _not_committable(log, attempt, atomic, what)
@@ -44,16 +40,8 @@ def commit(log: logging.Logger, attempt: Attempt, atomic: transaction.Atomic, wh
             return None
         if not isinstance(e, DatabaseError):
             raise
-        if commit_outcome_unknown(e):
-            log.error("idempotency: %r in %r: the outcome of the commit of %s is unknown (%s): it may or may not "
-                      "have committed; a retry with the same Idempotency-Key replays the stored answer if it did, "
-                      "or runs the request afresh if it did not", attempt.key, attempt.scope, what, e)
-            return problems.COMMIT_UNKNOWN
-        # A serialization failure, a deferred constraint, a read-only standby: on failure Django has rolled back,
-        # nothing of the request stays, and the retry runs it again.
-        log.warning("idempotency: %r in %r: the transaction of %s could not be committed, nothing was done: %s",
-                    attempt.key, attempt.scope, what, e)
-        return problems.COMMIT_FAILED
+        # On a refused COMMIT Django has rolled back: nothing of the request stays, and the retry runs it again.
+        return outcomes.commit_refused(log, attempt, what, e)
     except BaseException:
         if not attempt._committed:  # the worker is stopping (SystemExit) while the COMMIT ran
             log.error("idempotency: %r in %r: interrupted during the commit of %s, whose outcome is unknown; a "
@@ -62,7 +50,7 @@ def commit(log: logging.Logger, attempt: Attempt, atomic: transaction.Atomic, wh
     return None
 
 
-def _not_committable(log: logging.Logger, attempt: Attempt, atomic: transaction.Atomic,
+def _not_committable(log: Log, attempt: Attempt, atomic: transaction.Atomic,
                      what: str) -> Problem | None:
     """The problem to answer, logged, when the request's transaction can no longer be committed as it was asked
     to: Django would leave the block without an error and without committing (or PostgreSQL would answer COMMIT
@@ -103,18 +91,7 @@ def roll_back(atomic: transaction.Atomic, error: BaseException = _ROLL_BACK) -> 
         pass
 
 
-def commit_outcome_unknown(error: DatabaseError) -> bool:
-    """Whether a failed COMMIT may have committed all the same. An error the server sent proves a rollback,
-    except class 08 (connection exception), 57P01-57P03, and a PANIC: a failure inside the commit's critical
-    section (a WAL flush that failed, "cannot abort transaction ..., it was already committed"), where the commit
-    may be durable already. No SQLSTATE means no answer: the connection was lost or closed while the COMMIT ran."""
-    code = store.sqlstate(error)
-    if code is None or code.startswith("08") or code in _SESSION_SHUT_DOWN:
-        return True
-    return store.severity(error) == "PANIC"
-
-
-def explain(log: logging.Logger, attempt: Attempt, error: Any) -> None:
+def explain(log: Log, attempt: Attempt, error: Any) -> None:
     """Says what to do when the view raised because it opened a durable atomic block inside the request's
     transaction, which Django refuses and transactional mode cannot allow: a durable block commits when it
     ends, and the middleware's transaction around it would make that a lie."""

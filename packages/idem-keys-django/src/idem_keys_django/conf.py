@@ -4,26 +4,24 @@ mistake has a check id; `load` raises ImproperlyConfigured with all of them."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import timedelta
+from importlib import import_module
 from typing import Any, NamedTuple, TypeAlias
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connections
 from django.utils.module_loading import import_string
+from idem_keys_core import options as check
+from idem_keys_core.answers import DEFAULT_STORED_HEADERS
+from idem_keys_core.options import Log
 
 SETTING = "IDEM_KEYS"
-# A duration as psycopg sends it (timedelta) or as PostgreSQL reads it ("30s", "5 minutes").
-Interval: TypeAlias = timedelta | str
 ScopeFunction: TypeAlias = Callable[[Any], "str | None"]
 
-DEFAULT_STORED_HEADERS = ("Content-Type", "Content-Language", "Content-Location", "Location", "ETag", "Link")
-# The framing of an answer is the server's to compute on every send, never something to replay.
-FRAMING_HEADERS = frozenset({"content-length", "transfer-encoding"})
-_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # an HTTP field name (RFC 9110 token)
-
+# The shared vocabulary (idem_keys_core.options.VOCABULARY) in upper case, and two keys of this package's own: PATHS
+# (which requests the middleware covers) and DATABASE (the alias: the other packages' pool).
 DEFAULTS: Mapping[str, Any] = {
     "SCOPE": None,
     "PATHS": None,
@@ -33,12 +31,15 @@ DEFAULTS: Mapping[str, Any] = {
     "WAIT": None,
     "RETENTION": None,
     "RETRYABLE_STATUSES": (429, 503),
-    "HEADER_ALLOW_LIST": DEFAULT_STORED_HEADERS,
+    "STORED_HEADERS": DEFAULT_STORED_HEADERS,
     "OUTCOME_HEADER": None,
     "MAX_BODY_BYTES": 1 << 20,
     "DATABASE": "default",
     "TRANSACTIONAL": None,
+    "LOGGER": None,
 }
+# Keys of earlier releases, refused with the key that took their place.
+RENAMED: Mapping[str, str] = {"HEADER_ALLOW_LIST": "STORED_HEADERS"}
 
 
 @dataclass(frozen=True)
@@ -49,15 +50,16 @@ class Options:
     paths: tuple[re.Pattern[str], ...] | None
     methods: frozenset[str]
     required: bool
-    lease: Interval | None
-    wait: Interval | None
-    retention: Interval | None
+    lease: float | None  # seconds, or None for the server's idem_keys.lease
+    wait: float | None  # None: no waiting
+    retention: float | None
     retryable_statuses: frozenset[int]
     stored_headers: Mapping[str, str] = field(repr=False)  # lower-case name -> the name as configured
     outcome_header: str | None
     max_body_bytes: int
     database: str
     transactional: bool  # None in the setting is resolved here: the alias' ATOMIC_REQUESTS
+    log: Log = field(repr=False)
 
 
 class Invalid(NamedTuple):
@@ -78,36 +80,47 @@ def read(overrides: Mapping[str, Any] | None = None) -> tuple[Options | None, li
     given = dict(raw)
     for name, value in (overrides or {}).items():
         given[name.upper()] = value
-    unknown = sorted(set(given) - set(DEFAULTS))
+    for old in sorted(RENAMED.keys() & given.keys()):
+        mistakes.append(Invalid("idem_keys.E013", f"{SETTING}['{old}'] is now {SETTING}['{RENAMED[old]}']",
+                                f"rename the key to {RENAMED[old]}: it takes the same value"))
+    unknown = sorted(set(given) - set(DEFAULTS) - set(RENAMED))
     if unknown:
         mistakes.append(Invalid("idem_keys.E001", f"{SETTING} has unknown keys: {', '.join(unknown)}",
                                 f"the keys are {', '.join(DEFAULTS)}"))
     value = {**DEFAULTS, **given}
 
+    def checked(check_id: str, name: str, read_value: Callable[[str, Any], Any], fallback: Any) -> Any:
+        try:
+            return read_value(f"{SETTING}['{name}']", value[name])
+        except (TypeError, ValueError) as e:
+            mistakes.append(Invalid(check_id, str(e)))
+            return fallback
+
     scope = _scope(value["SCOPE"], mistakes)
     paths = _paths(value["PATHS"], mistakes)
-    methods = _methods(value["METHODS"], mistakes)
-    required = _flag("REQUIRED", "idem_keys.E005", value["REQUIRED"], mistakes)
-    lease = _duration("LEASE", value["LEASE"], allow_zero=False, mistakes=mistakes)
-    wait = _duration("WAIT", value["WAIT"], allow_zero=True, mistakes=mistakes) or None  # 0: do not wait
-    retention = _duration("RETENTION", value["RETENTION"], allow_zero=False, mistakes=mistakes)
-    retryable = _statuses(value["RETRYABLE_STATUSES"], mistakes)
-    stored = _stored_headers(value["HEADER_ALLOW_LIST"], mistakes)
-    outcome_header = _outcome_header(value["OUTCOME_HEADER"], mistakes)
-    max_body = _max_body(value["MAX_BODY_BYTES"], mistakes)
+    methods = checked("idem_keys.E004", "METHODS", check.methods, frozenset())
+    required = checked("idem_keys.E005", "REQUIRED", check.flag, False)
+    lease = checked("idem_keys.E006", "LEASE", check.seconds, None)
+    wait = checked("idem_keys.E006", "WAIT", lambda n, v: check.seconds(n, v, allow_zero=True), None) or None
+    retention = checked("idem_keys.E006", "RETENTION", check.seconds, None)
+    retryable = checked("idem_keys.E007", "RETRYABLE_STATUSES", check.statuses, frozenset())
+    stored = checked("idem_keys.E008", "STORED_HEADERS", check.stored_headers, {})
+    outcome_header = checked("idem_keys.E009", "OUTCOME_HEADER", check.header_name, None)
+    max_body = checked("idem_keys.E010", "MAX_BODY_BYTES", check.max_body_bytes, 0)
     database = _database(value["DATABASE"], mistakes)
     transactional = value["TRANSACTIONAL"]
     if transactional is not None and not isinstance(transactional, bool):
         mistakes.append(Invalid("idem_keys.E012", f"{SETTING}['TRANSACTIONAL'] must be None, True or False, not "
                                 f"{transactional!r}", "None follows the database's ATOMIC_REQUESTS"))
+    log = checked("idem_keys.E014", "LOGGER", lambda n, v: check.logger(n, v, "idem_keys_django"), None)
     if mistakes or scope is None or database is None:
         return None, mistakes
     if transactional is None:
         transactional = bool(settings.DATABASES[database].get("ATOMIC_REQUESTS", False))
-    return Options(scope=scope, paths=paths, methods=methods, required=bool(required), lease=lease, wait=wait,
+    return Options(scope=scope, paths=paths, methods=methods, required=required, lease=lease, wait=wait,
                    retention=retention, retryable_statuses=retryable, stored_headers=stored,
                    outcome_header=outcome_header, max_body_bytes=max_body, database=database,
-                   transactional=transactional), []
+                   transactional=transactional, log=log), []
 
 
 def load(overrides: Mapping[str, Any] | None = None) -> Options:
@@ -164,90 +177,6 @@ def _paths(value: Any, mistakes: list[Invalid]) -> tuple[re.Pattern[str], ...] |
     return tuple(compiled)
 
 
-def _methods(value: Any, mistakes: list[Invalid]) -> frozenset[str]:
-    if isinstance(value, str) or not isinstance(value, Iterable) or not all(
-            isinstance(m, str) and _TOKEN.fullmatch(m) for m in value):
-        mistakes.append(Invalid("idem_keys.E004", f"{SETTING}['METHODS'] must be a list of HTTP methods, not "
-                                f"{value!r}"))
-        return frozenset()
-    return frozenset(m.upper() for m in value)
-
-
-def _flag(name: str, check_id: str, value: Any, mistakes: list[Invalid]) -> bool:
-    if not isinstance(value, bool):
-        mistakes.append(Invalid(check_id, f"{SETTING}['{name}'] must be True or False, not {value!r}"))
-        return False
-    return value
-
-
-def _duration(name: str, value: Any, *, allow_zero: bool, mistakes: list[Invalid]) -> Interval | None:
-    """A timedelta, a number of seconds, or a PostgreSQL interval string (PostgreSQL reads it: the database check
-    of `manage.py check --database` tries each)."""
-    check_id = "idem_keys.E006"
-    if value is None:
-        return None
-    if isinstance(value, str):
-        if not value.strip():
-            mistakes.append(Invalid(check_id, f"{SETTING}['{name}'] is an empty string"))
-            return None
-        return value
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        value = timedelta(seconds=value)
-    if not isinstance(value, timedelta):
-        mistakes.append(Invalid(check_id, f"{SETTING}['{name}'] must be a timedelta, seconds or a PostgreSQL "
-                                f"interval string, not {value!r}"))
-        return None
-    if value < timedelta(0) or (value == timedelta(0) and not allow_zero):
-        mistakes.append(Invalid(check_id, f"{SETTING}['{name}'] must be {'at least' if allow_zero else 'more than'} "
-                                f"zero, not {value}"))
-        return None
-    return value
-
-
-def _statuses(value: Any, mistakes: list[Invalid]) -> frozenset[int]:
-    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable) or not all(
-            isinstance(s, int) and not isinstance(s, bool) and 100 <= s <= 599 for s in value):
-        mistakes.append(Invalid("idem_keys.E007", f"{SETTING}['RETRYABLE_STATUSES'] must be a list of HTTP "
-                                f"statuses, not {value!r}"))
-        return frozenset()
-    return frozenset(value)
-
-
-def _stored_headers(value: Any, mistakes: list[Invalid]) -> dict[str, str]:
-    if isinstance(value, str) or not isinstance(value, Iterable):
-        mistakes.append(Invalid("idem_keys.E008", f"{SETTING}['HEADER_ALLOW_LIST'] must be a list of header "
-                                f"names, not {value!r}"))
-        return {}
-    names = list(value)
-    if not all(isinstance(n, str) and _TOKEN.fullmatch(n) for n in names):
-        mistakes.append(Invalid("idem_keys.E008", f"{SETTING}['HEADER_ALLOW_LIST'] must be a list of header "
-                                f"names, not {names!r}"))
-        return {}
-    stored = {name.lower(): name for name in names}
-    if FRAMING_HEADERS & stored.keys():
-        mistakes.append(Invalid("idem_keys.E008", f"{SETTING}['HEADER_ALLOW_LIST'] may not name Content-Length "
-                                "or Transfer-Encoding", "they are computed anew for every answer"))
-    return stored
-
-
-def _outcome_header(value: Any, mistakes: list[Invalid]) -> str | None:
-    if value is None:
-        return None
-    if not isinstance(value, str) or not _TOKEN.fullmatch(value):
-        mistakes.append(Invalid("idem_keys.E009", f"{SETTING}['OUTCOME_HEADER'] must be None or a header name, not "
-                                f"{value!r}"))
-        return None
-    return value
-
-
-def _max_body(value: Any, mistakes: list[Invalid]) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-        mistakes.append(Invalid("idem_keys.E010", f"{SETTING}['MAX_BODY_BYTES'] must be a positive number of bytes, "
-                                f"not {value!r}"))
-        return 0
-    return value
-
-
 def _database(value: Any, mistakes: list[Invalid]) -> str | None:
     if not isinstance(value, str) or value not in settings.DATABASES:
         mistakes.append(Invalid("idem_keys.E011", f"{SETTING}['DATABASE'] must name an alias of DATABASES, not "
@@ -259,8 +188,8 @@ def _database(value: Any, mistakes: list[Invalid]) -> str | None:
                                 "idem_keys lives in PostgreSQL: django.db.backends.postgresql (or a backend built on "
                                 "it), with psycopg 3"))
         return None
-    from django.db.backends.postgresql.psycopg_any import is_psycopg3  # type: ignore[import-untyped]
-    if not is_psycopg3:
+    # By name: django-stubs types this module from its 6.1 line only, and both ends are type-checked.
+    if not import_module("django.db.backends.postgresql.psycopg_any").is_psycopg3:
         mistakes.append(Invalid("idem_keys.E011", "idem-keys-django needs psycopg 3; Django is using psycopg2",
                                 "pip install 'psycopg[binary]' (or psycopg's C build)"))
         return None

@@ -3,7 +3,6 @@ DRF mixin: `begin` (the key, the scope, the body, the claim), then `finish` with
 when the view raised."""
 from __future__ import annotations
 
-import logging
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -15,13 +14,15 @@ from django.db import connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.http import HttpRequest, HttpResponse, UnreadablePostError
 from django.http.response import HttpResponseBase
+from idem_keys_core import Claim, Problem, Request, outcomes, problems, statements
+from idem_keys_core.answers import headers_to_store, replay_fields
 from psycopg.pq import TransactionStatus
 
-from . import commit, problems, store
+from . import commit, store
 from .attempt import Attempt
-from .conf import FRAMING_HEADERS, Options
+from .conf import Options
 from .keys import parse_idempotency_key
-from .problems import Problem
+from .problems import respond
 
 # WSGI's and ASGI's name of the Idempotency-Key field. Servers join repeated fields into it with commas.
 _KEY_META = "HTTP_IDEMPOTENCY_KEY"
@@ -32,7 +33,7 @@ class Guard:
 
     def __init__(self, options: Options) -> None:
         self.options = options
-        self._log = logging.getLogger("idem_keys_django")
+        self._log = options.log
 
     @property
     def alias(self) -> str:
@@ -57,20 +58,20 @@ class Guard:
             return None
         field = request.META.get(_KEY_META)
         if field is None:
-            return problems.KEY_MISSING.response() if self.options.required else None
+            return respond(problems.KEY_MISSING) if self.options.required else None
         key = parse_idempotency_key(field)
         if key is None:
-            return problems.KEY_MALFORMED.response()
+            return respond(problems.KEY_MALFORMED)
         tenant = self.options.scope(request if scope_request is None else scope_request)
         if tenant is not None and not isinstance(tenant, str):
             raise TypeError(f"the scope function returned {type(tenant).__name__}, not str or None")
         if not tenant:
             self._log.error("idempotency: the scope function gave no scope for %s %s", request.method, request.path)
-            return problems.SCOPE_MISSING.response()
+            return respond(problems.SCOPE_MISSING)
         body = _read_body(request, self.options.max_body_bytes)
         if isinstance(body, Problem):
-            return body.response()
-        fingerprint = store.Request(str(request.method), _target(request), body, _is_json(request.META))
+            return respond(body)
+        fingerprint = Request(str(request.method), _target(request), body, _is_json(request.META))
         connection = connections[self.alias]
         mode = self.options.transactional if transactional is None else transactional
         if mode() if callable(mode) else mode:
@@ -79,13 +80,13 @@ class Guard:
             claim = store.claim(connection, tenant, key, fingerprint, self.options.lease, self.options.wait)
         except DatabaseError as e:
             self._log.warning("idempotency: claim of %r in %r failed: %s", key, tenant, e)
-            return problems.STORE_UNAVAILABLE.response()
+            return respond(problems.STORE_UNAVAILABLE)
         if claim.outcome in ("claimed", "recovered") and claim.token is not None:
             return Attempt(tenant, key, claim.outcome, claim.token, self.alias, False)
         return self._answer(claim)
 
     def _claim_in_transaction(self, connection: BaseDatabaseWrapper, tenant: str, key: str,
-                              fingerprint: store.Request) -> Attempt | HttpResponseBase:
+                              fingerprint: Request) -> Attempt | HttpResponseBase:
         # Durable: this block must be the outermost, so that its COMMIT is the request's, and a failed one can
         # still be answered (Django's TestCase blocks excepted: there the test's transaction is outermost).
         atomic = transaction.atomic(using=self.alias, durable=True)
@@ -93,7 +94,7 @@ class Guard:
             atomic.__enter__()
         except DatabaseError as e:
             self._log.warning("idempotency: the transaction for %r in %r could not begin: %s", key, tenant, e)
-            return problems.STORE_UNAVAILABLE.response()
+            return respond(problems.STORE_UNAVAILABLE)
         except RuntimeError as e:
             raise RuntimeError(f"idempotency: the transactional mode opens the request's transaction on "
                                f"{self.alias!r}, but an atomic block is open there already (an outer "
@@ -105,7 +106,7 @@ class Guard:
             if not isinstance(e, DatabaseError):
                 raise
             self._log.warning("idempotency: claim of %r in %r failed: %s", key, tenant, e)
-            return problems.STORE_UNAVAILABLE.response()
+            return respond(problems.STORE_UNAVAILABLE)
         if claim.outcome in ("claimed", "recovered") and claim.token is not None:
             attempt = Attempt(tenant, key, claim.outcome, claim.token, self.alias, True, _atomic=atomic)
             if _outermost(connection, atomic):
@@ -119,7 +120,7 @@ class Guard:
         return self._answer(claim)
 
     def _claim_in(self, connection: BaseDatabaseWrapper, atomic: transaction.Atomic, tenant: str, key: str,
-                  fingerprint: store.Request) -> store.Claim:
+                  fingerprint: Request) -> Claim:
         if _outermost(connection, atomic):
             def restart() -> None:
                 # Nothing was written in the transaction yet. Django forbids a rollback inside atomic, so
@@ -141,25 +142,23 @@ class Guard:
         connection.savepoint_commit(savepoint)
         return claim
 
-    def _answer(self, claim: store.Claim) -> HttpResponseBase:
+    def _answer(self, claim: Claim) -> HttpResponseBase:
         if claim.outcome == "replay":
             return self._replay(claim)
         if claim.outcome == "in_progress":
-            response = problems.in_progress(claim.retry_after).response()
+            response = respond(problems.in_progress(claim.retry_after))
         elif claim.outcome == "mismatch":
-            response = problems.KEY_REUSED.response()
+            response = respond(problems.KEY_REUSED)
         else:
-            self._log.error("idempotency: idem_claim answered outcome %r, unknown to this version", claim.outcome)
-            return problems.STORE_UNAVAILABLE.response()
+            return respond(outcomes.unknown_outcome(self._log, claim.outcome))
         return self._named(response, claim.outcome)
 
-    def _replay(self, claim: store.Claim) -> HttpResponseBase:
+    def _replay(self, claim: Claim) -> HttpResponseBase:
         body = claim.response or b""
         response = HttpResponse(body, status=claim.status_code or 200)
         del response["Content-Type"]  # only what was stored: HttpResponse would add text/html
-        for name, value in (claim.headers or {}).items():
-            if name.lower() not in FRAMING_HEADERS:
-                response[name] = str(value)
+        for name, value in replay_fields(claim.headers):
+            response[name] = value
         response["Content-Length"] = str(len(body))
         response["Idempotent-Replayed"] = "true"
         return self._named(response, claim.outcome)
@@ -194,7 +193,7 @@ class Guard:
             store.finish(connections[attempt.using], attempt.scope, attempt.key, attempt.token, status, body,
                          self._headers_to_store(response), self.options.retention)
         except DatabaseError as e:
-            return self._finish_failed(attempt, status, e).response()
+            return respond(outcomes.finish_refused(self._log, attempt, status, e))
         return response
 
     def _finish_in(self, attempt: Attempt, response: HttpResponseBase) -> HttpResponseBase:
@@ -216,7 +215,7 @@ class Guard:
             if not attempt.unsettled:  # unsettled: no answer to store, straight to the COMMIT (which checks)
                 problem = self._lost_or_ended(attempt, connection, atomic, status)
                 if problem is not None:
-                    return problem.response()
+                    return respond(problem)
                 if status in self.options.retryable_statuses:
                     commit.roll_back(atomic)  # its work and the claim vanish: the key is free at once
                     return response
@@ -225,20 +224,20 @@ class Guard:
                                     "cannot be committed; the %d answer is not stored", attempt.key, attempt.scope,
                                     status)
                     commit.roll_back(atomic)
-                    return problems.STORE_FAILED.response()
+                    return respond(problems.STORE_FAILED)
                 body = _hold(response)
                 try:
                     store.finish(connection, attempt.scope, attempt.key, attempt.token, status, body,
                                  self._headers_to_store(response), self.options.retention)
                 except DatabaseError as e:
                     commit.roll_back(atomic)
-                    return self._finish_failed(attempt, status, e).response()
+                    return respond(outcomes.finish_refused(self._log, attempt, status, e))
         except BaseException as e:
             commit.roll_back(atomic, e)
             raise
         what = f"the unsettled {status} answer" if attempt.unsettled else f"the {status} answer"
         problem = commit.commit(self._log, attempt, atomic, what)
-        return response if problem is None else problem.response()
+        return response if problem is None else respond(problem)
 
     def _lost_or_ended(self, attempt: Attempt, connection: BaseDatabaseWrapper, atomic: transaction.Atomic,
                        status: int) -> Problem | None:
@@ -277,19 +276,6 @@ class Guard:
         elif isinstance(error, Exception) and not attempt.unsettled:
             self._release(attempt)
 
-    def _finish_failed(self, attempt: Attempt, status: int, e: DatabaseError) -> Problem:
-        if store.sqlstate(e) == store.LEASE_LOST_SQLSTATE:
-            # This request ran past its lease and another took the key over: that one's answer is the one that
-            # counts, and a retry gets it.
-            self._log.warning("idempotency: %r in %r: lease lost, the %d answer is dropped", attempt.key,
-                              attempt.scope, status)
-            return problems.LEASE_LOST
-        # Too large (54000) or the database went away: the key stays claimed until its lease ends (in a
-        # transaction, the claim is rolled back with everything else instead).
-        self._log.error("idempotency: %r in %r: the %d answer could not be stored: %s", attempt.key, attempt.scope,
-                        status, e)
-        return problems.STORE_FAILED
-
     def _release(self, attempt: Attempt) -> None:
         try:
             if not store.release(connections[attempt.using], attempt.scope, attempt.key, attempt.token):
@@ -299,13 +285,7 @@ class Guard:
             self._log.warning("idempotency: release of %r in %r failed: %s", attempt.key, attempt.scope, e)
 
     def _headers_to_store(self, response: HttpResponseBase) -> dict[str, str]:
-        stored: dict[str, str] = {}
-        for name, value in response.items():
-            canonical = self.options.stored_headers.get(name.lower())
-            if canonical is not None:
-                stored[canonical] = f"{stored[canonical]}, {value}" if canonical in stored else value
-        return stored
-
+        return headers_to_store(response.items(), self.options.stored_headers)
 
 def _outermost(connection: BaseDatabaseWrapper, atomic: transaction.Atomic) -> bool:
     """Whether atomic is the transaction itself, not a savepoint inside a test's (TestCase's) transaction."""
@@ -364,13 +344,8 @@ def _target(request: HttpRequest) -> str:
 
 
 def _is_json(meta: dict[str, Any]) -> bool:
-    """A JSON media type (application/json, application/*+json) on a body that is not compressed (no
-    Content-Encoding, or identity): a compressed JSON body counts by its bytes, in every middleware."""
-    media = str(meta.get("CONTENT_TYPE", "")).split(";", 1)[0].strip().lower()
-    encoding = str(meta.get("HTTP_CONTENT_ENCODING", "")).strip().lower() or "identity"
-    json_type = media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
-    return json_type and encoding == "identity"
-
+    """The request's Content-Type and Content-Encoding, by idem_keys_core's rule."""
+    return statements.is_json(meta.get("CONTENT_TYPE"), meta.get("HTTP_CONTENT_ENCODING"))
 
 def _note_exception(sender: Any, request: Any = None, **kwargs: Any) -> None:
     """Django answers an exception of the view (or of a middleware inside this one) with its 500 page before the

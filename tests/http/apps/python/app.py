@@ -1,5 +1,5 @@
 """The HTTP suite's sample payments app (tests/http/README.md) on idem-keys-asgi: Starlette, served by uvicorn
-(serve.sh). DATABASE_URL names a database with idem_keys; IDEM_LEASE and IDEM_WAIT are PostgreSQL intervals;
+(serve.sh). DATABASE_URL names a database with idem_keys; IDEM_LEASE and IDEM_WAIT are seconds ("4", or "4s");
 IDEM_OFF=1 runs it without the middleware (the benchmark's baseline); IDEM_TX=1 runs the middleware in
 transactional mode, and the handler's SQL on its transaction's connection."""
 import asyncio
@@ -190,10 +190,16 @@ async def server_error(request, exc):
                    {"Idempotency-Outcome": attempt.outcome} if attempt else None)
 
 
+def seconds(name, default=None):
+    """An environment variable of seconds: "4", or "4s" as the suite used to send it."""
+    value = os.environ.get(name) or default
+    return None if value is None else float(value.removesuffix("s"))
+
+
 middleware = [Middleware(Authenticate)]
 if os.environ.get("IDEM_OFF") != "1":
     middleware.append(Middleware(IdempotencyMiddleware, pool=pool, scope=tenant_scope,
-                                 lease=os.environ.get("IDEM_LEASE", "30s"), wait=os.environ.get("IDEM_WAIT") or None,
+                                 lease=seconds("IDEM_LEASE", "30"), wait=seconds("IDEM_WAIT"),
                                  outcome_header="Idempotency-Outcome",
                                  transactional=os.environ.get("IDEM_TX") == "1"))
 app = Starlette(routes=[Route("/payments", create_payment, methods=["POST"]),

@@ -1,5 +1,5 @@
 """The HTTP suite's sample payments app (tests/http/README.md) on idem-keys-django. DATABASE_URL names a database
-with idem_keys; IDEM_LEASE and IDEM_WAIT are PostgreSQL intervals; IDEM_OFF=1 runs it without the middleware (the
+with idem_keys; IDEM_LEASE and IDEM_WAIT are seconds ("4", or "4s"); IDEM_OFF=1 runs it without the middleware (the
 benchmark's baseline); IDEM_TX=1 turns on ATOMIC_REQUESTS, which the middleware follows into its transactional
 mode (the view's ORM work, the claim and the answer in one transaction).
 IDEM_PEER=django-idempotency-key: the benchmark's peer, what a Django team would pick instead: PyPI
@@ -11,6 +11,14 @@ from urllib.parse import unquote, urlsplit
 from django.core.exceptions import ImproperlyConfigured
 
 _url = urlsplit(os.environ["DATABASE_URL"])
+
+
+def _seconds(name, default=None):
+    """An environment variable of seconds: "4", or "4s" as the suite used to send it."""
+    value = os.environ.get(name) or default
+    return None if value is None else float(value.removesuffix("s"))
+
+
 OFF = os.environ.get("IDEM_OFF") == "1"
 TRANSACTIONAL = os.environ.get("IDEM_TX") == "1"
 PEER = os.environ.get("IDEM_PEER")
@@ -50,8 +58,8 @@ elif not OFF:
     MIDDLEWARE.append("idem_keys_django.middleware.IdempotencyMiddleware")
 IDEM_KEYS = {
     "SCOPE": "payments.auth.tenant_of",
-    "LEASE": os.environ.get("IDEM_LEASE", "30s"),
-    "WAIT": os.environ.get("IDEM_WAIT") or None,
+    "LEASE": _seconds("IDEM_LEASE", "30"),
+    "WAIT": _seconds("IDEM_WAIT"),
     "OUTCOME_HEADER": "Idempotency-Outcome",
     # TRANSACTIONAL is left to None: it follows ATOMIC_REQUESTS above.
 }

@@ -9,8 +9,8 @@ def parse_idempotency_key(value: str) -> str | None:
 
     `"8e03978e-40d5-43e8"` (printable ASCII between double quotes, `\\"` and `\\\\` the only escapes) and
     `8e03978e-40d5-43e8` (visible ASCII without `"` or `\\`) are the same key. After unquoting it has 1 to 255
-    characters. Field values arrive as latin-1 text (ASGI headers are bytes), so anything above `~` is refused
-    here rather than guessed at.
+    characters. Servers hand field values over as latin-1 text (ASGI's bytes, WSGI's str), so anything above `~`
+    is refused here rather than guessed at.
     """
     # HTTP strips the optional whitespace around a field value; a client library may not have.
     value = value.strip(" \t")
