@@ -2,8 +2,8 @@
 // often the client retries and even if this process dies half-way. Express, with idem-keys-express in front of
 // the route: it claims the key, replays or refuses, and stores the handler's answer before the client sees it.
 //
-// Settings come from the environment: LISTEN_ADDR, DATABASE_URL, PROVIDER_URL, IDEM_LEASE (a PostgreSQL
-// interval), IDEM_RECONCILE_EVERY (seconds, 0 = off) and IDEM_TEST_HOOKS=1 (crash hooks for the e2e harness).
+// Settings come from the environment: LISTEN_ADDR, DATABASE_URL, PROVIDER_URL, IDEM_LEASE (seconds:
+// 30 or 30s), IDEM_RECONCILE_EVERY (seconds, 0 = off) and IDEM_TEST_HOOKS=1 (crash hooks for the e2e harness).
 import express from 'express';
 import pg from 'pg';
 import { idempotency, releaseOnError } from 'idem-keys-express';
@@ -76,7 +76,7 @@ async function createPayment(req, res) {
 
 const app = express();
 app.set('etag', false); // an ETag on a POST's answer would be stored and replayed for nothing
-app.use(idempotency({ pool, scope: () => SCOPE, lease: env('IDEM_LEASE', '30s'), outcomeHeader: 'Idempotency-Outcome' }));
+app.use(idempotency({ pool, scope: () => SCOPE, lease: Number(env('IDEM_LEASE', '30').replace(/s$/, '')), outcomeHeader: 'Idempotency-Outcome' }));
 app.use(express.json()); // after idempotency(), which reads the raw body first and hands it on
 app.post('/payments', createPayment);
 app.use((req, res) => res.status(404).json({ error: 'not found' }));

@@ -4,8 +4,8 @@ import assert from 'node:assert/strict';
 import { after, describe, test } from 'node:test';
 import zlib from 'node:zlib';
 import http from 'node:http';
-import { idempotency, releaseOnError } from '../index.js';
-import { isJsonBody, readBody, replayBody } from '../src/body.js';
+import { idempotency, releaseOnError } from 'idem-keys-express';
+import { isJsonBody, readBody, replayBody } from '../src/body.cjs';
 import { EXPRESSES, listen, post, send } from './helpers.js';
 
 // No database here: a pool that must not be reached.
@@ -117,9 +117,9 @@ for (const [name, express] of EXPRESSES) {
       }
     });
 
-    test('a body over the limit: 413 body-too-large, the database untouched', async () => {
+    test('a body over maxBodyBytes: 413 body-too-large, the database untouched', async () => {
       const app = express();
-      app.use(idempotency({ pool: unreachable, scope: () => 't', limit: 1000 }));
+      app.use(idempotency({ pool: unreachable, scope: () => 't', maxBodyBytes: 1000 }));
       app.post('/', (req, res) => res.json({ reached: true }));
       app.use(releaseOnError());
       const server = await listen(app);

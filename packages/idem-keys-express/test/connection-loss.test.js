@@ -6,9 +6,9 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import pg from 'pg';
-import { idempotency, releaseOnError } from '../index.js';
-import { problem } from '../src/problems.js';
-import { commitRolledBack } from '../src/transaction.js';
+import { idempotency, releaseOnError } from 'idem-keys-express';
+import { problem } from '../src/problems.cjs';
+import { commitRolledBack } from '../src/transaction.cjs';
 import { EXPRESSES, databasePool, fresh, gate, listen, lookup, memoryLogger, post } from './helpers.js';
 
 const observer = databasePool();

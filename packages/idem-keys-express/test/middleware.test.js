@@ -6,13 +6,14 @@ import net from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, test } from 'node:test';
 import pg from 'pg';
-import { idempotency, releaseOnError } from '../index.js';
+import { idempotency, releaseOnError } from 'idem-keys-express';
+import { contract } from './contract.js';
 import { EXPRESSES, databasePool, fresh, gate, listen, lookup, memoryLogger, post, send, sleep } from './helpers.js';
 
 const pool = databasePool();
 after(() => pool.end());
 
-const LEASE_MS = 800; // the lease-driven tests wait just past it
+const LEASE = 0.8; // seconds: the lease-driven tests wait just past it
 
 // An app with the middleware (scope from X-Tenant, outcome header on, a CORS header set before it), express.json()
 // after it, the routes a test adds, releaseOnError() and Express's own error path.
@@ -37,13 +38,12 @@ function as(port, tenant) {
   return (key, body, opts = {}) => post(port, key, body, { ...opts, headers: [['X-Tenant', tenant], ...(opts.headers || [])] });
 }
 
+const PROBLEM_BODIES = Object.fromEntries(contract('problems').problems.map((p) => [p.code, p.body]));
+
 function assertProblem(reply, status, code) {
   assert.equal(reply.status, status, `${code}: ${reply.raw}`);
   assert.equal(reply.headers['content-type'], 'application/problem+json');
-  const body = reply.json();
-  assert.deepEqual(Object.keys(body), ['type', 'title', 'status', 'detail', 'code']);
-  assert.equal(body.code, code);
-  assert.equal(body.status, status);
+  assert.equal(reply.raw.toString(), PROBLEM_BODIES[code], 'the bytes of contract/problems.json');
 }
 
 for (const [name, express] of EXPRESSES) {
@@ -210,7 +210,7 @@ for (const [name, express] of EXPRESSES) {
       const server = await serve(express, (app) => app.post('/', async (req, res) => {
         await sleep(300);
         res.status(201).json({ at: Date.now() });
-      }), { wait: 5000 });
+      }), { wait: 5 });
       const pay = as(server.port, fresh('t'));
       try {
         const first = pay('k', { a: 1 });
@@ -224,7 +224,9 @@ for (const [name, express] of EXPRESSES) {
       }
     });
 
-    test('the fingerprint: method, target, body; JSON canonical, anything else by its bytes', async () => {
+    // The vectors of contract/fingerprints.json run in fingerprints.test.js; these are the cases the package's own
+    // body test adds (a raw NUL byte, text that is not UTF-8), and the outcome header of a mismatch.
+    test('the fingerprint: bodies the package itself sends by their bytes; the same bytes as JSON and as text', async () => {
       let ran = 0;
       const server = await serve(express, (app) => app.post(/.*/, (req, res) => {
         ran += 1;
@@ -232,27 +234,17 @@ for (const [name, express] of EXPRESSES) {
       }));
       const pay = as(server.port, fresh('t'));
       try {
-        assert.equal((await pay('j', '{"a": 1, "b": [1.0, "x"]}')).status, 201);
-        const reordered = await pay('j', '{ "b":[1,"x"],\n"a":1.00 }');
-        assert.equal(reordered.headers['idempotent-replayed'], 'true', 'key order, spacing, 1.0 and 1');
-        assertProblem(await pay('j', '{"a": 2, "b": [1, "x"]}'), 422, 'key-reused');
-        assert.equal((await pay('j', '{"a": 2, "b": [1, "x"]}')).headers['idempotency-outcome'], 'mismatch');
-        assertProblem(await pay('j', '{"a": 1, "b": [1, "x"]}', { path: '/?q=1' }), 422, 'key-reused');
-        assertProblem(await pay('j', '{"a": 1, "b": [1, "x"]}', { type: 'text/plain' }), 422, 'key-reused');
-
-        assert.equal((await pay('t', 'a: 1', { type: 'text/plain' })).status, 201);
-        assert.equal((await pay('t', 'a: 1', { type: 'text/plain' })).headers['idempotent-replayed'], 'true');
-        assertProblem(await pay('t', 'a:1', { type: 'text/plain' }), 422, 'key-reused');
-
-        // JSON the server cannot read as jsonb: by its bytes (22P02, 22P05, 22021). A +json type, which
-        // express.json() leaves alone by default, so the handler answers.
+        // A +json type, which express.json() leaves alone by default, so the handler answers.
         const type = 'application/vnd.test+json';
-        for (const [key, body] of [['bad', '{"a": '], ['nul', '{"a": "\\u0000"}'], ['nul-byte', '{"a": "\0"}'], ['latin1', Buffer.from([0x22, 0xe9, 0x22])]]) {
+        for (const [key, body] of [['nul-byte', '{"a": "\0"}'], ['latin1', Buffer.from([0x22, 0xe9, 0x22])]]) {
           assert.equal((await pay(key, body, { type })).status, 201, key);
           assert.equal((await pay(key, body, { type })).headers['idempotent-replayed'], 'true', key);
         }
-        assertProblem(await pay('nul', '{"a": "\\u0000", "b": 1}', { type }), 422, 'key-reused');
-        assert.equal(ran, 6);
+        assert.equal((await pay('j', '{"a": 1}')).status, 201);
+        const asText = await pay('j', '{"a": 1}', { type: 'text/plain' });
+        assertProblem(asText, 422, 'key-reused');
+        assert.equal(asText.headers['idempotency-outcome'], 'mismatch');
+        assert.equal(ran, 3);
       } finally {
         await server.close();
       }
@@ -361,13 +353,13 @@ for (const [name, express] of EXPRESSES) {
       const server = await serve(express, (app) => app.post('/', (req, res) => {
         req.idempotency.leaveUnsettled();
         res.status(502).json({ recovered: req.idempotency.recovered });
-      }), { lease: LEASE_MS });
+      }), { lease: LEASE });
       const pay = as(server.port, fresh('t'));
       try {
         const first = await pay('k', {});
         assert.deepEqual([first.status, first.json()], [502, { recovered: false }]);
         assertProblem(await pay('k', {}), 409, 'request-in-progress');
-        await sleep(LEASE_MS + 200);
+        await sleep(LEASE * 1000 + 200);
         const recovered = await pay('k', {});
         assert.equal(recovered.headers['idempotency-outcome'], 'recovered');
         assert.deepEqual(recovered.json(), { recovered: true });
@@ -383,12 +375,12 @@ for (const [name, express] of EXPRESSES) {
           throw new Error('the provider timed out');
         }
         throw Object.assign(new Error('still failing'), { status: 503 });
-      }), { lease: LEASE_MS });
+      }), { lease: LEASE });
       const pay = as(server.port, fresh('t'));
       try {
         assert.equal((await pay('k', {})).status, 500, 'the error takes Express\'s error path');
         assertProblem(await pay('k', {}), 409, 'request-in-progress');
-        await sleep(LEASE_MS + 200);
+        await sleep(LEASE * 1000 + 200);
         const recovered = await pay('k', {});
         assert.equal(recovered.status, 503);
         assert.equal(recovered.headers['idempotency-outcome'], 'recovered');
@@ -408,11 +400,11 @@ for (const [name, express] of EXPRESSES) {
         const mine = calls;
         if (mine === 1) await hold.promise;
         res.status(201).set('Location', `/by/${mine}`).json({ by: mine, outcome: req.idempotency.outcome });
-      }), { lease: LEASE_MS, logger });
+      }), { lease: LEASE, logger });
       const pay = as(server.port, fresh('t'));
       try {
         const late = pay('k', { a: 1 });
-        await sleep(LEASE_MS + 200);
+        await sleep(LEASE * 1000 + 200);
         const taker = await pay('k', { a: 1 });
         assert.deepEqual(taker.json(), { by: 2, outcome: 'recovered' });
         hold.open();
@@ -522,7 +514,7 @@ describe('the pool as the application set it up', () => {
   test('the token is a string even when int8 parses to numbers', async () => {
     const [, express] = EXPRESSES[0];
     const server = await serve(express, (app) => app.post('/', (req, res) => res.json({ token: req.idempotency.token })),
-      { pool: numeric, retention: '1 hour', lease: '30 seconds' });
+      { pool: numeric, retention: 3600, lease: 30 });
     try {
       const pay = as(server.port, fresh('t'));
       const { token } = (await pay('k', {})).json();

@@ -6,8 +6,8 @@ import assert from 'node:assert/strict';
 import http from 'node:http';
 import { after, afterEach, before, describe, test } from 'node:test';
 import pg from 'pg';
-import { TransactionEndedError, idempotency, releaseOnError } from '../index.js';
-import { problem } from '../src/problems.js';
+import { TransactionEndedError, idempotency, releaseOnError } from 'idem-keys-express';
+import { problem } from '../src/problems.cjs';
 import { EXPRESSES, databasePool, fresh, gate, listen, lookup, memoryLogger, post, sleep } from './helpers.js';
 
 const observer = databasePool(); // outside every transaction the middleware opens: what other sessions see
@@ -20,7 +20,7 @@ const smallPool = (max) => {
 const one = smallPool(1);
 const two = smallPool(2);
 
-const LEASE_MS = 800;
+const LEASE = 0.8; // seconds
 const WRITES = 'express_tx_writes';
 const GUARD = 'express_tx_guard'; // its unique check runs at COMMIT: two equal rows make the COMMIT fail
 
@@ -203,7 +203,7 @@ for (const [name, express] of EXPRESSES) {
         await write(req, 'maybe');
         req.idempotency.leaveUnsettled();
         res.status(502).json({ unknown: true });
-      }), { lease: LEASE_MS, pool: two });
+      }), { lease: LEASE, pool: two });
       const tenant = fresh('t');
       const pay = as(server.port, tenant);
       try {
@@ -212,7 +212,7 @@ for (const [name, express] of EXPRESSES) {
         assert.deepEqual(await writes(tenant, 'k'), ['maybe'], 'committed');
         assert.equal(await lookup(observer, tenant, 'k'), 'in_progress', 'the claim committed, no answer');
         assertProblem(await pay('k', {}), 409, 'request-in-progress');
-        await sleep(LEASE_MS + 200);
+        await sleep(LEASE * 1000 + 200);
         const recovered = await pay('k', {});
         assert.equal(recovered.headers['idempotency-outcome'], 'recovered');
         assert.deepEqual(recovered.json(), { found: ['maybe'] }, 'the recovered attempt sees what the first did');
@@ -227,7 +227,7 @@ for (const [name, express] of EXPRESSES) {
         await write(req, 'maybe');
         req.idempotency.leaveUnsettled();
         next(new Error('the provider timed out'));
-      }), { lease: '1 min' });
+      }), { lease: 60 });
       const tenant = fresh('t');
       const pay = as(server.port, tenant);
       try {
@@ -250,7 +250,7 @@ for (const [name, express] of EXPRESSES) {
       const waiting = await serve(express, (app) => app.post('/', async (req, res) => {
         await sleep(300);
         res.status(201).json({ at: Date.now() });
-      }), { pool: two, wait: 5000 });
+      }), { pool: two, wait: 5 });
       const tenant = fresh('t');
       try {
         const first = as(server.port, tenant)('k', { a: 1 });

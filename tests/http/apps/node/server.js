@@ -2,23 +2,35 @@
 // with customer ids that make the handler slow, fail, throw or leave its outcome unknown, so the suite can
 // check every rule of docs/integrations.md. Usage: node server.js PORT (127.0.0.1 only); DATABASE_URL,
 // IDEM_LEASE, IDEM_WAIT, IDEM_OFF and IDEM_TX from the environment.
+// IDEM_LEASE and IDEM_WAIT are seconds ("4"; "4s" too).
 // IDEM_PEER=express-idempotency: the benchmark's peer, what a Node team would pick instead: npm express-idempotency
 // with its Redis adapter (REDIS_URL, e.g. redis://127.0.0.1:6379) in place of idem-keys-express; only the happy
 // path is meant to work (bench/http/rounds.py).
-import { randomUUID } from 'node:crypto';
-import express from 'express';
-import pg from 'pg';
-import { idempotency, releaseOnError } from 'idem-keys-express';
-import { idempotency as peerIdempotency, getSharedIdempotencyService } from 'express-idempotency';
-import RedisAdapterModule from 'express-idempotency-redis-adapter';
+// CommonJS on purpose: the package's own tests import it, this app proves require().
+'use strict';
+const { randomUUID } = require('node:crypto');
+const express = require('express');
+const pg = require('pg');
+const { idempotency, releaseOnError } = require('idem-keys-express');
 
 const port = Number(process.argv[2]);
 if (!Number.isInteger(port) || !process.env.DATABASE_URL) {
   console.error('usage: DATABASE_URL=... node server.js PORT');
   process.exit(2);
 }
-const LEASE = process.env.IDEM_LEASE || '30s';
-const WAIT = process.env.IDEM_WAIT || null;
+// Seconds, as the middleware takes them; a trailing "s" is accepted, from the suite's earlier "4s".
+function seconds(name, fallback) {
+  const text = process.env[name];
+  if (text === undefined || text === '') return fallback;
+  const value = Number(text.replace(/s$/, ''));
+  if (!Number.isFinite(value) || value < 0 || text.trim() === '') {
+    console.error(`${name} must be seconds (e.g. 4), not '${text}'`);
+    process.exit(2);
+  }
+  return value;
+}
+const LEASE = seconds('IDEM_LEASE', 30);
+const WAIT = seconds('IDEM_WAIT', null);
 const OFF = process.env.IDEM_OFF === '1'; // the benchmark's baseline: no middleware at all
 // The middleware's transactional mode: the handler's SQL runs on req.idempotency.client, in the key's transaction.
 const TX = process.env.IDEM_TX === '1';
@@ -162,7 +174,8 @@ async function showPayment(req, res) {
 // POST route after the JSON parser (its replay check compares the parsed body with the first request's), and the
 // handler returning at once on a hit, because the middleware answers a replay from Redis and still calls next().
 async function peerMiddleware() {
-  const RedisAdapter = RedisAdapterModule.default; // a CommonJS module whose class is its `default` export
+  const { idempotency: peerIdempotency, getSharedIdempotencyService } = require('express-idempotency');
+  const RedisAdapter = require('express-idempotency-redis-adapter').default; // its class is its `default` export
   const adapter = new RedisAdapter({ connectionConfig: { url: process.env.REDIS_URL } });
   await adapter.connect();
   const middleware = peerIdempotency({ dataAdapter: adapter });
@@ -170,22 +183,30 @@ async function peerMiddleware() {
   return [middleware, (req, res, next) => (service.isHit(req) ? undefined : next())];
 }
 
-await createTable();
-const app = express();
-app.use(authenticate);
-if (PEER) {
-  app.use(express.json());
-  app.post('/payments', ...(await peerMiddleware()));
-} else {
-  if (!OFF) {
-    app.use(idempotency({ pool, scope: (req) => req.tenant, lease: LEASE, wait: WAIT,
-      outcomeHeader: 'Idempotency-Outcome', transactional: TX }));
+async function main() {
+  await createTable();
+  const app = express();
+  app.use(authenticate);
+  if (PEER) {
+    app.use(express.json());
+    app.post('/payments', ...(await peerMiddleware()));
+  } else {
+    if (!OFF) {
+      app.use(idempotency({ pool, scope: (req) => req.tenant, lease: LEASE, wait: WAIT,
+        outcomeHeader: 'Idempotency-Outcome', transactional: TX }));
+    }
+    app.use(express.json());
   }
-  app.use(express.json());
-}
-app.post('/payments', createPayment);
-app.get('/payments/:id', showPayment);
-if (!OFF && !PEER) app.use(releaseOnError());
+  app.post('/payments', createPayment);
+  app.get('/payments/:id', showPayment);
+  if (!OFF && !PEER) app.use(releaseOnError());
 
-const mode = OFF ? ', IDEM_OFF' : PEER ? `, IDEM_PEER ${PEER} on ${process.env.REDIS_URL}` : TX ? ', transactional' : '';
-app.listen(port, '127.0.0.1', () => console.log(`http sample (node) on 127.0.0.1:${port}${mode}`));
+  const mode = OFF ? ', IDEM_OFF' : PEER ? `, IDEM_PEER ${PEER} on ${process.env.REDIS_URL}` : TX ? ', transactional' : '';
+  app.listen(port, '127.0.0.1', () => console.log(`http sample (node) on 127.0.0.1:${port}${mode} `
+    + `(Node.js ${process.versions.node})`));
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});

@@ -5,8 +5,9 @@
 // States: 'capturing' (the handler is answering: everything is held), 'held' (the handler ended: its answer is
 // being stored; anything it writes after that is dropped), 'through' (the held answer is being sent, or the
 // handler failed and Express's error path answers: everything goes straight to the real methods).
+'use strict';
 
-export function captureResponse(res, onAnswer) {
+function captureResponse(res, onAnswer) {
   // Whatever is there now: the prototype's methods, or the wrappers of middleware mounted before ours
   // (compression, on-headers hooks), which then see the answer on its way out, after it was stored.
   const real = { writeHead: res.writeHead, write: res.write, end: res.end, flushHeaders: res.flushHeaders };
@@ -116,3 +117,5 @@ function toBuffer(chunk, encoding) {
   if (typeof chunk === 'string') return Buffer.from(chunk, encoding || 'utf8');
   return Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength); // a Uint8Array
 }
+
+module.exports = { captureResponse };

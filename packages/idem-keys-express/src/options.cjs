@@ -1,17 +1,25 @@
 // idempotency()'s options, checked once when the middleware is made: a typo must fail at start-up, not turn
-// into a default on every request.
+// into a default on every request. The names are the vocabulary every idem_keys middleware shares
+// (docs/integrations.md, "Options"), in JavaScript's case, plus pool.
+'use strict';
 
-export const DEFAULT_STORED_HEADERS = ['Content-Type', 'Content-Language', 'Content-Location', 'Location', 'ETag', 'Link'];
+const DEFAULT_STORED_HEADERS = ['Content-Type', 'Content-Language', 'Content-Location', 'Location', 'ETag', 'Link'];
 
-const KNOWN = new Set(['pool', 'scope', 'lease', 'wait', 'retention', 'methods', 'required', 'retryableStatuses',
-  'storedHeaders', 'outcomeHeader', 'logger', 'limit', 'transactional']);
+const OPTION_NAMES = ['pool', 'scope', 'lease', 'wait', 'retention', 'methods', 'required', 'retryableStatuses',
+  'storedHeaders', 'outcomeHeader', 'maxBodyBytes', 'transactional', 'logger'];
 
-export function resolveOptions(options) {
+// Names of earlier releases, refused with the one that replaced them rather than as unknown.
+const RENAMED = { limit: 'maxBodyBytes' };
+
+function resolveOptions(options) {
   if (options === null || typeof options !== 'object') {
     throw new TypeError('idempotency(options): options must be an object with at least pool and scope');
   }
   for (const name of Object.keys(options)) {
-    if (!KNOWN.has(name)) throw new TypeError(`idempotency(): unknown option ${JSON.stringify(name)}`);
+    if (Object.hasOwn(RENAMED, name)) {
+      throw new TypeError(`idempotency(): the option ${name} is now called ${RENAMED[name]}`);
+    }
+    if (!OPTION_NAMES.includes(name)) throw new TypeError(`idempotency(): unknown option ${JSON.stringify(name)}`);
   }
   const { pool, scope } = options;
   if (!pool || typeof pool.query !== 'function') {
@@ -23,14 +31,13 @@ export function resolveOptions(options) {
     throw new TypeError('idempotency(): scope is required: a function (req) => string naming whose request it is, '
       + 'from its authentication (e.g. req => req.user.tenantId)');
   }
-  const transactional = transactionalOption(options.transactional, pool);
   return {
     pool,
     scope,
-    transactional,
-    lease: interval('lease', options.lease, 1),
-    wait: interval('wait', options.wait, 0),
-    retention: interval('retention', options.retention, 1),
+    transactional: transactionalOption(options.transactional, pool),
+    lease: seconds('lease', options.lease, { zero: false }),
+    wait: seconds('wait', options.wait, { zero: true }),
+    retention: seconds('retention', options.retention, { zero: false }),
     methods: new Set(stringList('methods', options.methods ?? ['POST', 'PATCH']).map((m) => m.toUpperCase())),
     required: boolean('required', options.required ?? true),
     retryableStatuses: new Set(statusList(options.retryableStatuses ?? [429, 503])),
@@ -39,11 +46,11 @@ export function resolveOptions(options) {
       .map((name) => name.toLowerCase())),
     outcomeHeader: optionalString('outcomeHeader', options.outcomeHeader),
     logger: logger(options.logger),
-    limit: limit(options.limit),
+    maxBodyBytes: maxBodyBytes(options.maxBodyBytes),
   };
 }
 
-// Transactional mode: true, false, or a function (req) => boolean choosing the requests; always a function here.
+// Transactional mode: true, false or a function (req) => boolean choosing the requests; always a function here.
 // The mode takes a client of its own from the pool for each request, hence pool.connect().
 function transactionalOption(value, pool) {
   if (value === undefined || value === false) return () => false;
@@ -57,18 +64,20 @@ function transactionalOption(value, pool) {
   return value === true ? () => true : value;
 }
 
-// A duration for SQL: milliseconds as a number, or a PostgreSQL interval as text ('30s', '5 min'); null or
-// undefined leaves it to the server (its idem_keys.lease / idem_keys.retention, or no wait).
-function interval(name, value, minimum) {
+// A duration in seconds, as every idem_keys middleware takes it; null or undefined leaves it to the server (its
+// idem_keys.lease / idem_keys.retention, or no wait). Text is refused by name: earlier releases took a PostgreSQL
+// interval ('30s') or milliseconds, and a number meant for milliseconds would now be a thousand times too long.
+function seconds(name, value, { zero }) {
   if (value === undefined || value === null) return null;
-  if (typeof value === 'number') {
-    if (!Number.isFinite(value) || value < minimum) {
-      throw new TypeError(`idempotency(): ${name} must be at least ${minimum} ms, got ${value}`);
-    }
-    return `${value} milliseconds`;
+  if (typeof value === 'string') {
+    throw new TypeError(`idempotency(): ${name} is in seconds, a number (e.g. ${name}: 30), `
+      + `not the text ${JSON.stringify(value)}`);
   }
-  if (typeof value === 'string' && value.trim() !== '') return value;
-  throw new TypeError(`idempotency(): ${name} must be milliseconds (a number) or a PostgreSQL interval (a string)`);
+  if (typeof value !== 'number' || !Number.isFinite(value) || value < 0 || (value === 0 && !zero)) {
+    throw new TypeError(`idempotency(): ${name} must be a number of seconds ${zero ? 'of 0 or more' : 'above 0'}, `
+      + `got ${typeof value === 'number' ? value : typeof value}`);
+  }
+  return value;
 }
 
 function stringList(name, value) {
@@ -104,8 +113,10 @@ function logger(value) {
 
 // The largest request body read to fingerprint it, in bytes: the middleware holds it in memory before any
 // body parser's own limit applies.
-function limit(value) {
+function maxBodyBytes(value) {
   if (value === undefined) return 1024 * 1024;
   if (value === Infinity || (Number.isInteger(value) && value >= 0)) return value;
-  throw new TypeError('idempotency(): limit must be a number of bytes (or Infinity)');
+  throw new TypeError('idempotency(): maxBodyBytes must be a number of bytes (or Infinity)');
 }
+
+module.exports = { DEFAULT_STORED_HEADERS, OPTION_NAMES, resolveOptions };

@@ -7,9 +7,10 @@
 // The handler gets a guarded view of the client (handlerClient), which stops working once the handler has answered:
 // after that the client commits, rolls back, and goes back to the pool, where a late query would run in another
 // request's transaction, or commit on its own.
+'use strict';
 
 // The error of a query on req.idempotency.client after the handler answered (or failed).
-export class TransactionEndedError extends Error {
+class TransactionEndedError extends Error {
   constructor() {
     super('idem-keys-express: req.idempotency.client was used after the handler answered (or failed): the '
       + 'middleware ends the request\'s transaction then, and the client goes back to the pool');
@@ -27,7 +28,7 @@ const SESSION_ENDED = new Set(['57P01', '57P02', '57P03']);
 // (a WAL flush that failed), where the commit may be durable already. pg gives only the localized severity, so a
 // server whose lc_messages translates PANIC is not caught here. An error without a SQLSTATE (the connection lost or
 // closed, a client-side timeout) means the answer never came.
-export function commitRolledBack(err) {
+function commitRolledBack(err) {
   const code = err?.code;
   return typeof err?.severity === 'string' && err.severity !== 'PANIC'
     && typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) && !code.startsWith('08') && !SESSION_ENDED.has(code);
@@ -35,7 +36,7 @@ export function commitRolledBack(err) {
 
 // A client of the pool with a transaction open on it (the pool's default isolation). A failed BEGIN gives the
 // client back, destroyed, before the error goes on.
-export async function beginTransaction(pool) {
+async function beginTransaction(pool) {
   const transaction = new Transaction(await pool.connect());
   try {
     await transaction.query('BEGIN');
@@ -44,6 +45,16 @@ export async function beginTransaction(pool) {
     throw err;
   }
   return transaction;
+}
+
+// Rolls back, for a request whose transaction ends without its answer. A failed ROLLBACK is only logged: rollback()
+// has destroyed the client then, and PostgreSQL ends the transaction with the connection.
+async function rollbackQuietly(transaction, logger, key) {
+  try {
+    await transaction.rollback();
+  } catch (err) {
+    logger.warn(`idem-keys-express: ROLLBACK for ${JSON.stringify(key)}: ${err.message}`, err);
+  }
 }
 
 class Transaction {
@@ -155,3 +166,5 @@ function guarded(client, transaction) {
     },
   });
 }
+
+module.exports = { TransactionEndedError, commitRolledBack, beginTransaction, rollbackQuietly };

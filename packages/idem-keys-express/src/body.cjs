@@ -1,8 +1,9 @@
 // The request body: the middleware reads it whole to fingerprint it, then hands it to whatever runs next
 // (express.json(), multer, a handler reading the stream) as if it had never been touched.
-import { Readable } from 'node:stream';
+'use strict';
+const { Readable } = require('node:stream');
 
-export class BodyConsumedError extends Error {
+class BodyConsumedError extends Error {
   constructor() {
     super('idem-keys-express: the request body was already read before idempotency() ran, so it cannot be '
       + 'fingerprinted: mount idempotency() before express.json() and any other body parser');
@@ -10,9 +11,9 @@ export class BodyConsumedError extends Error {
   }
 }
 
-export class BodyTooLargeError extends Error {
-  constructor(limit) {
-    super(`idem-keys-express: the request body is larger than ${limit} bytes`);
+class BodyTooLargeError extends Error {
+  constructor(maxBodyBytes) {
+    super(`idem-keys-express: the request body is larger than ${maxBodyBytes} bytes (maxBodyBytes)`);
     this.name = 'BodyTooLargeError';
   }
 }
@@ -23,12 +24,13 @@ function consumed(req) {
   return req._body === true || req.readableDidRead || req.readableEnded || req.readableFlowing !== null;
 }
 
-// Reads the whole body into one Buffer, at most limit bytes.
-export function readBody(req, limit) {
+// Reads the whole body into one Buffer, at most maxBodyBytes bytes. Rejects with BodyConsumedError,
+// BodyTooLargeError, or the stream's own error (an abort: ECONNRESET) when it cannot be read.
+function readBody(req, maxBodyBytes) {
   if (consumed(req)) return Promise.reject(new BodyConsumedError());
-  if (Number(req.headers['content-length']) > limit) { // too large by its Content-Length: discarded unread
+  if (Number(req.headers['content-length']) > maxBodyBytes) { // too large by its Content-Length: discarded unread
     req.resume();
-    return Promise.reject(new BodyTooLargeError(limit));
+    return Promise.reject(new BodyTooLargeError(maxBodyBytes));
   }
   return new Promise((resolve, reject) => {
     const chunks = [];
@@ -42,10 +44,10 @@ export function readBody(req, limit) {
     };
     function onData(chunk) {
       size += chunk.length;
-      if (size > limit) { // too large by counting (no Content-Length): the rest is discarded
+      if (size > maxBodyBytes) { // too large by counting (no Content-Length): the rest is discarded
         cleanup();
         req.resume();
-        reject(new BodyTooLargeError(limit));
+        reject(new BodyTooLargeError(maxBodyBytes));
         return;
       }
       chunks.push(chunk);
@@ -74,7 +76,7 @@ export function readBody(req, limit) {
 // Makes req readable again, from the start, with the body that was read: a fresh readable state on the same
 // object (its listeners and properties stay), holding the body and the end of the stream. Later readers see an
 // ordinary unread request: body-parser checks req.readable and on-finished, multer pipes it, and so on.
-export function replayBody(req, body) {
+function replayBody(req, body) {
   Readable.call(req);
   if (body.length) req.push(body);
   req.push(null);
@@ -87,7 +89,7 @@ const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 // Whether the body is fingerprinted as JSON (its canonical jsonb) rather than by its bytes: a JSON media type,
 // not compressed, not empty, without a NUL byte (no PostgreSQL text holds one) and valid UTF-8 (anything else
 // would reach the server altered by decoding). The three middlewares apply the same test.
-export function isJsonBody(req, body) {
+function isJsonBody(req, body) {
   const type = (req.headers['content-type'] || '').split(';')[0].trim().toLowerCase();
   const encoding = (req.headers['content-encoding'] || 'identity').trim().toLowerCase();
   if (!JSON_TYPE.test(type) || encoding !== 'identity') return false;
@@ -99,3 +101,5 @@ export function isJsonBody(req, body) {
     return false;
   }
 }
+
+module.exports = { BodyConsumedError, BodyTooLargeError, readBody, replayBody, isJsonBody };

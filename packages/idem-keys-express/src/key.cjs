@@ -1,10 +1,11 @@
 // The Idempotency-Key header (docs/integrations.md, "The key"): a Structured Field String as the IETF draft
 // has it, "8e03978e-40d5", or the bare token Stripe-style clients send, 8e03978e-40d5. Both name the same key.
+'use strict';
 
 const MAX_KEY_LENGTH = 255;
 
 // The key in one header value (without the field's surrounding whitespace), or null when it is malformed.
-export function parseKey(value) {
+function parseKey(value) {
   if (typeof value !== 'string') return null;
   const key = value.startsWith('"') ? unquote(value) : bare(value);
   return key !== null && key.length >= 1 && key.length <= MAX_KEY_LENGTH ? key : null;
@@ -43,7 +44,7 @@ function unquote(value) {
 // The one Idempotency-Key of a request: { key }, { missing: true } or { malformed: true }. Node joins repeated
 // fields into one string with ", ", which could itself look like a valid key, so the fields are counted in
 // rawHeaders: the draft allows exactly one.
-export function requestKey(req) {
+function requestKey(req) {
   let count = 0;
   let value;
   const raw = req.rawHeaders;
@@ -57,3 +58,5 @@ export function requestKey(req) {
   const key = count === 1 ? parseKey(value) : null;
   return key === null ? { malformed: true } : { key };
 }
+
+module.exports = { parseKey, requestKey };

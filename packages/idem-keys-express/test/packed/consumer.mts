@@ -1,15 +1,18 @@
-// Compiled (not run) by `npm test`: index.d.ts must accept the README's usage and refuse mistakes.
+// Compiled (not run) by packed.test.js: the types an ES module gets (index.d.ts) accept the README's usage and
+// refuse mistakes.
 import express from 'express';
 import pg from 'pg';
 import { idempotency, releaseOnError, parseKey, DEFAULT_STORED_HEADERS, TransactionEndedError } from 'idem-keys-express';
+import type { IdempotencyAttempt, IdempotencyOptions, Seconds } from 'idem-keys-express';
 
 const pool = new pg.Pool();
 const app = express();
+const lease: Seconds = 30;
 app.use(idempotency({
   pool,
   scope: (req: express.Request) => req.get('X-Tenant'),
-  lease: '30s',
-  wait: 2000,
+  lease,
+  wait: 2,
   retention: null,
   methods: ['POST'],
   required: true,
@@ -17,11 +20,11 @@ app.use(idempotency({
   storedHeaders: [...DEFAULT_STORED_HEADERS, 'X-Charge-Id'],
   outcomeHeader: 'Idempotency-Outcome',
   logger: console,
-  limit: 1 << 20,
+  maxBodyBytes: 1 << 20,
 }));
 app.use(express.json());
 app.post('/payments', (req, res) => {
-  const attempt = req.idempotency;
+  const attempt: IdempotencyAttempt | undefined = req.idempotency;
   if (attempt?.recovered) attempt.leaveUnsettled();
   const token: string | undefined = attempt?.token;
   res.status(201).json({ key: attempt?.key, token });
@@ -33,8 +36,10 @@ void key;
 
 // @ts-expect-error: scope is required
 idempotency({ pool });
-// @ts-expect-error: lease is milliseconds or an interval's text
-idempotency({ pool, scope: () => 't', lease: true });
+// @ts-expect-error: lease is seconds, a number, no longer an interval's text
+idempotency({ pool, scope: () => 't', lease: '30s' });
+// @ts-expect-error: limit is now maxBodyBytes
+idempotency({ pool, scope: () => 't', limit: 1000 });
 
 // Transactional mode: a pg.Pool (connect()), everywhere, per request, or from a setting.
 app.use(idempotency({ pool, scope: () => 't', transactional: true }));
@@ -53,7 +58,8 @@ app.post('/tx', idempotency({ pool, scope: () => 't', transactional: (req: expre
       }
     });
   });
-idempotency({ pool, scope: () => 't', transactional: process.env.IDEM_TX === '1' });
+const fromSetting: IdempotencyOptions = { pool, scope: () => 't', transactional: process.env.IDEM_TX === '1' };
+idempotency(fromSetting);
 const queryOnly = { query: pool.query.bind(pool) } as { query(text: string): Promise<{ rows: any[] }> };
 idempotency({ pool: queryOnly, scope: () => 't' });
 idempotency({ pool: queryOnly, scope: () => 't', transactional: false });
