@@ -18,5 +18,7 @@ def test_the_metadata_a_registry_reads():
     assert meta["Version"] == __import__(meta["Name"].replace("-", "_")).__version__ == "0.1.0"
     assert meta["License"] == "PostgreSQL" and meta["Requires-Python"] == ">=3.11"
     assert meta["Summary"] and meta["Description-Content-Type"] == "text/markdown"
+    python = f"Programming Language :: Python :: {sys.version_info.major}.{sys.version_info.minor}"
+    assert python in meta.get_all("Classifier", []), f"the tests run on a Python the package does not name: {python}"
     files = {str(f) for f in metadata.files("idem-keys-powertools")}
     assert "idem_keys_powertools/py.typed" in files and "idem_keys_powertools/__init__.py" in files
