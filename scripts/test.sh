@@ -143,11 +143,11 @@ stage_drivers() {
   bash tests/drivers/run.sh
 }
 
-# The Go, Python and Node middlewares (packages/): each package's own tests, then one HTTP behaviour suite
-# against a sample payments app on each, on the extension and on the portable edition (tests/http/README.md).
+# The five middlewares (packages/): each package's own tests at both ends of its range, then one HTTP behaviour
+# suite against a sample payments app on each, on the extension and on the portable edition, on the newest stacks
+# (the Debian roots: scripts/stacks.sh) and the oldest (this host) (tests/http/README.md).
 stage_http() {
   install_release
-  bash tests/http/setup.sh
   bash tests/http/run.sh
   bash bench/http.sh --smoke # the middlewares' benchmark runs, so it never rots (not a measurement)
 }
@@ -290,7 +290,8 @@ picks() {
 }
 
 # Before the other majors' stages, set-up that is not a test: on a fresh machine the Debian roots (17, 18) and
-# Citus must be built, and every major's release build compiled. It runs in the background while the host's
+# Citus must be built, the newer stacks the HTTP suite needs installed in the roots, and every major's release
+# build compiled. It runs in the background while the host's
 # stages run, at the lowest CPU priority: it takes the cores those stages leave idle (most of the HTTP and
 # Powertools stages' time is waiting), never theirs. Its output is shown when the first other major starts.
 # debootstrap is installed here first: two apt runs on the host would wait on each other.
@@ -308,6 +309,12 @@ if ((${#roots_needed[@]} + ${#builds_needed[@]})); then
   prepare_log=$(mktemp /tmp/idem-prepare.XXXXXX)
   (
     for major in "${roots_needed[@]}"; do bash scripts/pg_root.sh ensure "$major"; done
+    # The newer stacks the HTTP suite runs its apps on (their languages and libraries, in the roots), so the
+    # http stage finds them installed. A failure here is the http stage's to report: it sets them up again.
+    if grep -qx http <<<"$(picks "$host_major")"; then
+      bash -c 'source tests/http/matrix.sh; apps=(); for a in $ALL_APPS; do [ "${newest[$a]}" = host ] || apps+=("$a@${newest[$a]}"); done
+               bash tests/http/setup.sh "${apps[@]}"' || echo "(the http stage will set up its stacks itself)"
+    fi
     for major in "${builds_needed[@]}"; do
       in_major "$major" bash scripts/setup.sh
       in_major "$major" env IDEM_ONE_MAJOR=1 bash scripts/test.sh build
