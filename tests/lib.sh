@@ -38,10 +38,12 @@ kill_listed() {
 }
 # edition_databases DIR PORT PREFIX: in the throwaway cluster in DIR, the ordinary role shop (LOGIN) and two
 # databases it owns (so it may create its tables): PREFIX_ext with the extension, made by postgres, and
-# PREFIX_portable with the portable edition, installed by shop, a non-superuser (docs/portable.md).
+# PREFIX_portable with the portable edition, installed by shop, a non-superuser (docs/portable.md). Callers may
+# run it side by side, with other prefixes.
 edition_databases() {
   local dir=$1 port=$2 prefix=$3 file
-  sql_at "$dir" "$port" -d postgres -c "DO \$\$BEGIN CREATE ROLE shop LOGIN; EXCEPTION WHEN duplicate_object THEN END\$\$" \
+  # (Two callers at once may both find the role missing: the loser's insert is a unique_violation.)
+  sql_at "$dir" "$port" -d postgres -c "DO \$\$BEGIN CREATE ROLE shop LOGIN; EXCEPTION WHEN duplicate_object OR unique_violation THEN END\$\$" \
     -c "CREATE DATABASE ${prefix}_ext OWNER shop" -c "CREATE DATABASE ${prefix}_portable OWNER shop"
   sql_at "$dir" "$port" -d "${prefix}_ext" -c "CREATE EXTENSION idem_keys"
   file=$(mktemp /tmp/idem_keys_portable.XXXXXX.sql)
