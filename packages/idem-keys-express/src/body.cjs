@@ -88,7 +88,8 @@ const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 
 // Whether the body is fingerprinted as JSON (its canonical jsonb) rather than by its bytes: a JSON media type,
 // not compressed, not empty, without a NUL byte (no PostgreSQL text holds one) and valid UTF-8 (anything else
-// would reach the server altered by decoding). The three middlewares apply the same test.
+// would reach the server altered by decoding). Every middleware applies the same test (docs/integrations.md,
+// "The fingerprint").
 function isJsonBody(req, body) {
   const type = (req.headers['content-type'] || '').split(';')[0].trim().toLowerCase();
   const encoding = (req.headers['content-encoding'] || 'identity').trim().toLowerCase();
