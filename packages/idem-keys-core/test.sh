@@ -6,16 +6,4 @@
 # sdist). No database. The venv (.venv-$IDEM_STACK here) is made once per change of requirements-test.txt.
 set -euo pipefail
 cd "$(dirname "$0")"
-stack=${IDEM_STACK:-host}
-case $stack in
-  host | trixie) ;;
-  *) echo "idem-keys-core: tested on host (Python 3.11) and trixie (Python 3.13), not $stack" >&2; exit 2 ;;
-esac
-bash ../../scripts/apt_install.sh idem-keys-core python3-venv
-venv=.venv-$stack
-bash ../../scripts/python_venv.sh idem-keys-core "$venv" requirements-test.txt
-bash install.sh "$venv" # the sdist, the wheel from it, installed: the tests run that, not src/
-export PYTHONDONTWRITEBYTECODE=1
-"$venv/bin/mypy" --strict --cache-dir=/dev/null src/idem_keys_core # no cache left in the tree
-# -p no:cacheprovider: no .pytest_cache in the tree. A skip fails (tests/conftest.py): it would hide a rule.
-"$venv/bin/python" -m pytest -q -p no:cacheprovider tests "$@"
+exec bash test_package.sh . idem_keys_core "$@"

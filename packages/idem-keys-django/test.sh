@@ -10,17 +10,4 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 : "${DATABASE_URL:?DATABASE_URL must name a database with idem_keys}"
-stack=${IDEM_STACK:-host}
-case $stack in
-  host) requirements=requirements-test-floor.txt ;;
-  trixie) requirements=requirements-test.txt ;;
-  *) echo "idem-keys-django: tested on host (Python 3.11) and trixie (Python 3.13), not $stack" >&2; exit 2 ;;
-esac
-bash ../../scripts/apt_install.sh idem-keys-django python3-venv
-venv=.venv-$stack
-bash ../../scripts/python_venv.sh idem-keys-django "$venv" "$requirements"
-bash ../idem-keys-core/install.sh "$venv" .
-export PYTHONDONTWRITEBYTECODE=1
-"$venv/bin/mypy" --strict --cache-dir=/dev/null src/idem_keys_django # no cache left in the tree
-# -p no:cacheprovider: no .pytest_cache in the tree. A skip fails (tests/conftest.py): it would hide a rule.
-"$venv/bin/python" -m pytest -q -p no:cacheprovider tests "$@"
+exec bash ../idem-keys-core/test_package.sh . idem_keys_django "$@"
