@@ -48,7 +48,8 @@ const (
 	  FROM idem_claim($1, $2, jsonb_build_object('method', $3::text, 'target', $4::text, 'body', $5::jsonb),
 	                  lease => make_interval(secs => $6::float8), wait => make_interval(secs => $7::float8)) AS r`
 	claimBytesSQL = `SELECT r.outcome, r.token, r.status_code, r.response_bytes, r.headers, r.retry_after
-	  FROM idem_claim($1, $2, $3::bytea, lease => make_interval(secs => $4::float8), wait => make_interval(secs => $5::float8)) AS r`
+	  FROM idem_claim($1, $2, $3::bytea, lease => make_interval(secs => $4::float8),
+	                  wait => make_interval(secs => $5::float8)) AS r`
 	finishSQL = `SELECT idem_finish($1, $2, $3::bigint, $4::integer, $5::bytea, headers => $6::jsonb,
 	                                retention => make_interval(secs => $7::float8))`
 	releaseSQL = `SELECT idem_release($1, $2, $3::bigint) AS released`
