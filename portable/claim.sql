@@ -7,6 +7,19 @@
 -- a SECURITY DEFINER wrapper around a shared helper: the second call cost 8-12 µs of a claim's 160
 -- (docs/benchmarks.md). The checks (one expression for the common case; the ordered checks with their errors
 -- when it fails), then the claim.
+
+-- The key lock's seed: a random value only this edition's functions (SECURITY DEFINER) can read, so no other
+-- role can compute a key's lock and take it to pin that key at in_progress. Drawn once, at install.
+CREATE TABLE IF NOT EXISTS idem_keys_lock_seed (
+    only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row),
+    seed     bigint NOT NULL
+);
+REVOKE ALL ON TABLE idem_keys_lock_seed FROM PUBLIC;
+COMMENT ON TABLE idem_keys_lock_seed IS
+    'idem_keys portable edition: the seed of the key locks'' hash, readable only by the edition''s functions, so that no other role can take a key''s lock and pin it.';
+INSERT INTO idem_keys_lock_seed (seed)
+SELECT (random() * 9007199254740991)::bigint # ((random() * 9007199254740991)::bigint << 11)
+ WHERE NOT EXISTS (SELECT FROM idem_keys_lock_seed);
 -- @overloads [{"REQUEST": "jsonb", "FINGERPRINT": "idem_fingerprint(request)"}, {"REQUEST": "bytea", "FINGERPRINT": "sha256(request)"}]
 CREATE OR REPLACE FUNCTION idem_claim(
     scope text, key text, request @REQUEST@, lease interval DEFAULT NULL, wait interval DEFAULT '0')
@@ -24,6 +37,8 @@ DECLARE
     stmt text := 'probe';
     new_token bigint;
     locked boolean := false;
+    lock_id bigint;
+    kept integer;
     k record;
 BEGIN
     IF request_fingerprint IS NULL OR NOT idem_keys_plain_call(scope, key) THEN
@@ -46,11 +61,27 @@ BEGIN
     END IF;
     LOOP
         lease_ends := now + lease;
-        -- The key lock (the extension's src/key_lock.rs, the same lock): before any write, so a claim never
-        -- waits on another open transaction's uncommitted claim of the key. Held to the end of the transaction.
+        -- The key lock, before any write: PL/pgSQL cannot read another transaction's uncommitted row as the
+        -- extension does (src/direct/dirty.rs), so the lock is what tells a duplicate, at once, that an open
+        -- transaction holds the key. Kept to the end of the transaction, however it began, for at most 32 keys
+        -- per transaction, so that a statement claiming many keys never exhausts the lock table; past that, a
+        -- claim only checks that no one holds it, and a duplicate of such a key waits for the writer's
+        -- transaction to end (docs/failure-model.md).
         IF stmt IN ('claim', 'takeover') AND NOT locked THEN
-            locked := pg_catalog.pg_try_advisory_xact_lock(pg_catalog.hashtextextended(
-                pg_catalog.octet_length(scope)::text || ':' || scope || key, 1768187245));
+            lock_id := pg_catalog.hashtextextended(pg_catalog.octet_length(scope)::text || ':' || scope || key,
+                (SELECT s.seed FROM idem_keys_lock_seed AS s));
+            kept := coalesce(nullif(pg_catalog.current_setting('idem_keys_portable.kept_key_locks', true), '')::integer, 0);
+            IF kept < 32 THEN
+                locked := pg_catalog.pg_try_advisory_xact_lock(lock_id);
+                IF locked THEN
+                    PERFORM pg_catalog.set_config('idem_keys_portable.kept_key_locks', (kept + 1)::text, true);
+                END IF;
+            ELSE
+                locked := pg_catalog.pg_try_advisory_lock(lock_id);
+                IF locked THEN
+                    PERFORM pg_catalog.pg_advisory_unlock(lock_id);
+                END IF;
+            END IF;
             IF NOT locked THEN
                 -- Its row is not visible yet: attempt and created_at unknown, retry in a second; polled within
                 -- the wait like any busy key.

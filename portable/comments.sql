@@ -64,3 +64,4 @@ COMMENT ON FUNCTION idem_keys_record_sweep(bigint, bigint) IS 'Record a finished
 COMMENT ON FUNCTION idem_keys_batch_size(integer) IS 'A sweep''s batch size: the setting when NULL, 22023 when not positive.';
 COMMENT ON INDEX idem_keys_settings_pkey IS 'One value per protected setting.';
 COMMENT ON INDEX idem_keys_sweep_record_pkey IS 'idem_keys_sweep_record holds one row.';
+COMMENT ON INDEX idem_keys_lock_seed_pkey IS 'idem_keys_lock_seed holds one row.';

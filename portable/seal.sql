@@ -38,7 +38,7 @@ BEGIN
             END;
         END LOOP;
     END LOOP;
-    DROP TABLE idem_keys, idem_keys_settings, idem_keys_sweep_record;
+    DROP TABLE idem_keys, idem_keys_settings, idem_keys_sweep_record, idem_keys_lock_seed;
     DROP SEQUENCE idem_keys_token_seq;
     DROP TYPE idem_result, idem_sweep_progress;
     DROP FUNCTION idem_keys_portable_uninstall();

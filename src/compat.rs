@@ -8,7 +8,6 @@
 //! |----------------------------|-----------------------|----------------------------------|------------------------------|
 //! | range table                | `rte.updatedCols`     | `RTEPermissionInfo`, `permInfos` | + `unpruned_relids`          |
 //! | `ExecInsertIndexTuples`    | 7 arguments           | + `onlySummarizing`              | as 16                        |
-//! | `ExecCheckIndexConstraints`| 5 arguments           | as 15                            | + `tupleid`                  |
 //! | `table_tuple_update`       | `update_indexes: bool`| `TU_UpdateIndexes`               | as 16                        |
 //! | `index_beginscan`          | 5 arguments           | as 15                            | + `instrument`               |
 //! | tuple descriptor attribute | `attrs[i]`            | as 15                            | `TupleDescAttr(desc, i)`     |
@@ -90,40 +89,13 @@ pub unsafe fn init_range_table(
     }
 }
 
-/// `ExecCheckIndexConstraints`: false and `conflict` set when a committed (or our own) row holds the key in
-/// one of `arbiters`, after waiting for an in-progress inserter of it.
-///
-/// # Safety
-/// `rri` has its indexes open (ExecOpenIndices with speculative = true); `slot` holds the new tuple.
-pub unsafe fn check_index_constraints(
-    rri: *mut pg_sys::ResultRelInfo,
-    slot: *mut pg_sys::TupleTableSlot,
-    estate: *mut pg_sys::EState,
-    conflict: *mut pg_sys::ItemPointerData,
-    arbiters: *mut pg_sys::List,
-) -> bool {
-    unsafe {
-        #[cfg(not(feature = "pg18"))]
-        return pg_sys::ExecCheckIndexConstraints(rri, slot, estate, conflict, arbiters);
-        // 18: `tupleid` is the row being replaced by ON CONFLICT DO UPDATE's recheck; an insert has none.
-        #[cfg(feature = "pg18")]
-        return pg_sys::ExecCheckIndexConstraints(
-            rri,
-            slot,
-            estate,
-            conflict,
-            ptr::null_mut(),
-            arbiters,
-        );
-    }
-}
-
 /// `ExecInsertIndexTuples`: index entries for the tuple in `slot`. `update` says it is a new version of
 /// an updated row (for the "unchanged" hint); `spec_conflict`/`arbiters` are a speculative insertion's;
 /// `which` is `All` for an insert. Returns the list of indexes needing a recheck, which we free.
 ///
 /// # Safety
-/// As for `check_index_constraints`; `spec_conflict` is null or points to a bool.
+/// `rri` has its indexes open (ExecOpenIndices, with speculative = true for a speculative insertion);
+/// `slot` holds the new tuple; `spec_conflict` is null or points to a bool.
 pub unsafe fn insert_index_tuples(
     rri: *mut pg_sys::ResultRelInfo,
     slot: *mut pg_sys::TupleTableSlot,

@@ -2,7 +2,7 @@
 //! the optional server-side wait for an owner that is still working.
 
 use crate::args::{self, RawJsonb};
-use crate::direct;
+use crate::direct::{self, Writer};
 use crate::fingerprint::{self, Fingerprint};
 use crate::key_lock;
 use crate::key_row::KeyRow;
@@ -63,6 +63,10 @@ fn idem_claim_bytea() {
 /// picked up within milliseconds, a long one costs at most ten cheap index reads a second.
 const POLL_FIRST_MICROS: i64 = 10_000;
 const POLL_MAX_MICROS: i64 = 100_000;
+
+/// Rounds of the dirty read before handing over to SPI: each follows a concurrent commit on the same key, so
+/// more than two is already unusual.
+const MAX_ROUNDS: usize = 8;
 
 fn claim(
     scope: &str,
@@ -154,35 +158,52 @@ fn attempt(
     };
     let mut confirm_busy = matches!(start, Start::ReadThenInsert);
     let lease_ends_at = now.saturating_add(lease_micros);
-    if direct::applies() {
-        // A retry's replay (or mismatch) from one read of the primary key. A busy key takes the full path,
-        // whose conflict check waits for an owner that is finishing right now.
-        let probed = direct::probe(scope, key, fingerprint);
-        let absent = matches!(probed, Some(None));
-        let read = probed.is_some();
-        let decided = match probed.flatten().map(|row| decide(row, now)) {
-            // The common outcomes (claimed, in_progress, mismatch) without SPI; a takeover stays on it.
-            Some(Decision::Busy(..)) | None => {
-                if key_lock::try_take(scope, key) {
-                    direct::claim(scope, key, fingerprint, now, lease_ends_at, absent)
-                        .map(|row| decide(row, now))
-                } else if read {
-                    // Absent or busy as committed, and an open transaction holds the key.
-                    return held();
-                } else {
-                    None // the read declined: SPI reads before it answers
+    if direct::applies_to_reads() {
+        // A dirty read first (src/direct/dirty.rs): it serves a retry's replay, answers a key another open
+        // transaction is claiming at once, and lets a new key be inserted without any lock. Each further
+        // round follows a concurrent commit on the same key.
+        for _ in 0..MAX_ROUNDS {
+            let Some(seen) = direct::probe(scope, key, fingerprint) else {
+                break; // the read declined: SPI, under the key lock
+            };
+            let decided = seen.row.map(|row| decide(row, now));
+            if let Some(Decision::Answer(fields)) = decided {
+                // A stored answer (or a mismatch) is served as committed, as an MVCC read would.
+                return Attempt::Done(fields);
+            }
+            match seen.writer {
+                Writer::Inserting => return held(),
+                // A takeover keeps the key lock; a finish, release or sweep that is committing does not, and
+                // is waited for, so that this claim answers from what it commits.
+                Writer::Changing(xid) => {
+                    if key_lock::held_elsewhere(scope, key) {
+                        return held();
+                    }
+                    direct::wait_for(xid);
+                    continue;
                 }
+                Writer::Nobody => {}
             }
-            decided => decided,
-        };
-        match decided {
-            Some(Decision::Answer(fields)) => return Attempt::Done(fields),
-            // Read with a fresh snapshot, so final (the SPI path's `Reread`).
-            Some(Decision::Busy(fields, lease_ends_at)) => {
-                return Attempt::Busy(fields, lease_ends_at)
+            match decided {
+                Some(Decision::Busy(fields, lease_ends_at)) => {
+                    return Attempt::Busy(fields, lease_ends_at)
+                }
+                Some(Decision::TakeOver) => {
+                    first = Stmt::Takeover; // rare: on SPI, under the key lock
+                    break;
+                }
+                Some(Decision::Answer(_)) => unreachable!("answered above"),
+                // A read-only transaction: the SQL statement raises the error its caller expects.
+                None if !direct::applies() => break,
+                None => match direct::claim(scope, key, fingerprint, now, lease_ends_at) {
+                    Some(direct::Inserted::Claimed(row)) => match decide(row, now) {
+                        Decision::Answer(fields) => return Attempt::Done(fields),
+                        _ => unreachable!("a fresh claim is an answer"),
+                    },
+                    Some(direct::Inserted::Conflict) => continue,
+                    None => break,
+                },
             }
-            Some(Decision::TakeOver) => first = Stmt::Takeover,
-            None => {}
         }
     }
     let mut params = [
@@ -195,12 +216,13 @@ fn attempt(
     ];
     store::with_spi(|client| {
         let mut stmt = first;
-        // Claim and Takeover write: the key lock first (taking it again costs nothing). While an open
-        // transaction holds it, a finished answer is still served, so read before answering `in_progress`.
+        // Claim and Takeover write: the key lock first (taking it again costs nothing), the mark of a key this
+        // transaction writes where no dirty read tells (src/key_lock.rs). While an open transaction holds it, a
+        // finished answer is still served, so read before answering `in_progress`.
         let (mut locked, mut read) = (false, false);
         loop {
             if !locked && !matches!(stmt, Stmt::Reread) {
-                if key_lock::try_take(scope, key) {
+                if key_lock::hold(scope, key) {
                     locked = true;
                 } else if !read {
                     stmt = Stmt::Reread;
@@ -225,7 +247,7 @@ fn attempt(
                     confirm_busy = false;
                     // Another open transaction holds the key lock (claiming or taking the key over): as on one server,
                     // this read is the answer.
-                    if !locked && !key_lock::try_take(scope, key) {
+                    if !locked && !key_lock::hold(scope, key) {
                         return Attempt::Busy(fields, lease_ends_at);
                     }
                     locked = true;

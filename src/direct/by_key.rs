@@ -108,6 +108,25 @@ pub unsafe fn fetch_by_key(
     snapshot: pg_sys::Snapshot,
     slot: *mut pg_sys::TupleTableSlot,
 ) -> Fetched {
+    // The primary key gives at most one version an MVCC snapshot sees: the first is the one.
+    unsafe { scan_by_key(rel, read_by, scope, key, snapshot, slot, || false) }
+}
+
+/// Every version of the key's row `snapshot` sees, through `read_by`, each in turn in `slot` while `more`
+/// looks at it and says whether to go on. A non-MVCC snapshot (a dirty read) may see several: the index
+/// scan then also walks each HOT chain.
+///
+/// # Safety
+/// As for `fetch_by_key`.
+pub unsafe fn scan_by_key(
+    rel: pg_sys::Relation,
+    read_by: KeyIndex,
+    scope: &str,
+    key: &str,
+    snapshot: pg_sys::Snapshot,
+    slot: *mut pg_sys::TupleTableSlot,
+    mut more: impl FnMut() -> bool,
+) -> Fetched {
     unsafe {
         let (mut keys, count) = match read_by.kind {
             ReadIndex::Primary => (key_scan(read_by.index, scope, key), 2),
@@ -120,12 +139,14 @@ pub unsafe fn fetch_by_key(
         pg_sys::index_rescan(scan, keys.as_mut_ptr(), count, ptr::null_mut(), 0);
         let mut fetched = Fetched::Absent;
         let mut others = 0;
-        // The primary key gives at most one version a snapshot sees. The hash index gives every row whose
-        // scope || key hashes alike (see MAX_OTHER_ROWS).
+        // The hash index gives every row whose scope || key hashes alike (see MAX_OTHER_ROWS).
         while pg_sys::index_getnext_slot(scan, pg_sys::ScanDirection::ForwardScanDirection, slot) {
             if read_by.kind == ReadIndex::Primary || holds_key(slot, scope, key) {
                 fetched = Fetched::Found;
-                break;
+                if !more() {
+                    break;
+                }
+                continue;
             }
             others += 1;
             if others > MAX_OTHER_ROWS {

@@ -1,11 +1,11 @@
 //! The hot path without SPI: under READ COMMITTED, `idem_claim` and `idem_finish` touch the table through
 //! the executor's own primitives instead of planning and starting an executor for a statement per call.
 //!
-//! * A claim is the speculative insertion `INSERT … ON CONFLICT DO NOTHING` performs (nodeModifyTable.c):
-//!   check the primary key for a conflict (waiting for an in-progress inserter or updater), insert the
-//!   tuple with a speculative token, insert its index entries, and kill the tuple and start over if a
-//!   concurrent insert won the key in between. On a conflict it reads the winning row with a fresh
-//!   snapshot, which is what the SPI path's re-read does.
+//! * A claim first reads the key with a dirty snapshot (`dirty.rs`): the committed row, and whether another
+//!   open transaction is writing it, without waiting for it. A key nobody holds is inserted as
+//!   `INSERT … ON CONFLICT DO NOTHING`'s speculative insertion does (nodeModifyTable.c): the tuple with a
+//!   speculative token, its index entries, and the tuple killed if a concurrent insert won the key in
+//!   between, after which the claim reads again.
 //! * A finish reads the row by key with a fresh snapshot, checks the token, and updates that version with
 //!   `wait`: if a concurrent transaction changed the row first, it reads again and re-checks, as UPDATE's
 //!   EvalPlanQual does.
@@ -36,6 +36,7 @@
 //! relations, locks and buffer pins.
 
 pub mod by_key;
+pub mod dirty;
 pub mod reader;
 pub mod row;
 pub mod shape;
@@ -43,6 +44,7 @@ pub mod table;
 
 use crate::key_row::KeyRow;
 use by_key::Fetched;
+pub use dirty::{Seen, Writer};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use reader::Reader;
@@ -88,85 +90,78 @@ fn or_declined<T>(opened: Result<T, Decline>) -> Option<T> {
         .ok()
 }
 
-/// Claims the key, or reads the row that holds it. `None`: the direct path declined; run SPI instead.
-/// The row of a fresh claim has `inserted` set; any other row is as a fresh snapshot sees it.
-///
-/// `absent`: a `probe` just found no committed row for the key, so the first round inserts without the
-/// conflict pre-check. The pre-check only spares a wasted insert: a row committed or being inserted since
-/// the probe makes the speculative insertion report a conflict, and the next round checks, and waits, as
-/// ExecInsert's retry does.
+/// What a direct claim's insert did.
+pub enum Inserted {
+    /// The key is ours: the row as the claim that inserted it knows it.
+    Claimed(KeyRow),
+    /// Another transaction's row took the key first (committed, or still being written): read it again.
+    Conflict,
+}
+
+/// Inserts the key's row, as `INSERT … ON CONFLICT DO NOTHING`'s speculative insertion does, for a key that
+/// a dirty read (`probe`) just found free. It never waits for another transaction: a row committed or being
+/// inserted since the probe makes the insertion report a conflict, and the caller probes again, which says
+/// whether the other writer is still open. `None`: the direct path declined; run SPI instead.
 pub fn claim(
     scope: &str,
     key: &str,
     fingerprint: &[u8],
     now: i64,
     lease_ends_at: i64,
-    absent: bool,
-) -> Option<KeyRow> {
+) -> Option<Inserted> {
     // SAFETY: runs in a transaction, inside a function call; every pointer below comes from PostgreSQL and
     // lives until `close` (or transaction abort).
     unsafe {
         let table = open(scope, true, &[])?;
         let desc = (*table.rel).rd_att;
         let new = pg_sys::MakeSingleTupleTableSlot(desc, &raw const pg_sys::TTSOpsVirtual);
-        let found = pg_sys::table_slot_create(table.rel, ptr::null_mut());
         let mut values = Row::claim(scope, key, fingerprint, now, lease_ends_at);
-        let mut row = None;
-        let mut precheck = !absent;
-        for _ in 0..MAX_ROUNDS {
-            pgrx::check_for_interrupts!();
-            values.store(new);
-            let mut conflict = pg_sys::ItemPointerData::default();
-            if precheck && !table.no_conflict(new, &mut conflict) {
-                // A committed (or our own) row holds the key. If it changed since the check, check again.
-                if pg_sys::table_tuple_fetch_row_version(
-                    table.rel,
-                    &mut conflict,
-                    pg_sys::GetLatestSnapshot(),
-                    found,
-                ) {
-                    row = Some(
-                        table.in_caller_context(|| Row::from_slot(found).key_row(fingerprint)),
-                    );
-                    break;
-                }
-                continue;
-            }
-            let token = next_token(table.sequence);
-            values.set(col::TOKEN, token.into());
-            values.store(new);
-            if table.insert_speculatively(new) {
-                row = Some(KeyRow::claimed(token, now, lease_ends_at));
-                break;
-            }
-            precheck = true;
-        }
-        pg_sys::ExecDropSingleTupleTableSlot(found);
+        let token = next_token(table.sequence);
+        values.set(col::TOKEN, token.into());
+        values.store(new);
+        let inserted = if table.insert_speculatively(new) {
+            Inserted::Claimed(KeyRow::claimed(token, now, lease_ends_at))
+        } else {
+            Inserted::Conflict
+        };
         pg_sys::ExecDropSingleTupleTableSlot(new);
         table.close();
-        row
+        Some(inserted)
     }
 }
 
-/// A claim's first read: the key's row as a fresh snapshot sees it, through one index alone (a
-/// `reader::Reader`: the hash of scope || key, else the primary key), which is all a retry's replay needs.
-/// `Some(None)`: no committed row holds the key. `None`: the reader declined (the full claim runs and says
-/// why), or too many rows share the key's hash (the full claim reads it through the primary key).
-pub fn probe(scope: &str, key: &str, fingerprint: &[u8]) -> Option<Option<KeyRow>> {
-    // SAFETY: in a transaction, inside a function call; the reader and the slot are released before return.
+/// A claim's first read: every version of the key a dirty snapshot sees, through one index alone (a
+/// `reader::Reader`: the hash of scope || key, else the primary key), which is all a retry's replay needs
+/// and all a new key's claim needs to know that nobody else is writing it (dirty.rs). `None`: the reader
+/// declined (the caller falls back to SPI and the key lock, and says why at DEBUG1), or too many rows share
+/// the key's hash.
+pub fn probe(scope: &str, key: &str, fingerprint: &[u8]) -> Option<Seen> {
+    // SAFETY: in a transaction, inside a function call; the reader is released before return.
     unsafe {
-        let reader = Reader::open(scope, pg_sys::RowExclusiveLock as pg_sys::LOCKMODE).ok()?;
+        let reader = or_declined(Reader::open(
+            scope,
+            pg_sys::RowExclusiveLock as pg_sys::LOCKMODE,
+        ))?;
         // As SPI does before each statement: rows this command wrote so far become visible to our read.
         pg_sys::CommandCounterIncrement();
-        let row = read(
-            &reader,
-            scope,
-            key,
-            pg_sys::GetLatestSnapshot(),
-            fingerprint,
-        );
+        let seen = dirty::read(&reader, scope, key, fingerprint);
         reader.close();
-        row
+        seen
+    }
+}
+
+/// Waits for the open transaction `xid` to end (a finish, release or sweep of the key that is committing),
+/// as an insert's unique check would, so that a read after it sees what it committed. Cancellable, and
+/// `lock_timeout` and the deadlock detector apply.
+pub fn wait_for(xid: pg_sys::TransactionId) {
+    // SAFETY: waits on the transaction's lock, in a transaction.
+    unsafe {
+        pg_sys::XactLockTableWait(
+            xid,
+            ptr::null_mut(),
+            ptr::null_mut(),
+            pg_sys::XLTW_Oper::XLTW_None,
+        )
     }
 }
 

@@ -15,7 +15,7 @@ use pgrx::pg_sys;
 /// take no write lock).
 pub struct Reader {
     pub rel: pg_sys::Relation,
-    read_by: KeyIndex,
+    pub(super) read_by: KeyIndex,
 }
 
 impl Reader {

@@ -111,34 +111,6 @@ impl Table {
         }
     }
 
-    /// Whether the new row in `slot` is free to insert: false, with `conflict` set, when a committed (or our
-    /// own) row holds its key in an arbiter, after waiting for an in-progress inserter of it.
-    ///
-    /// # Safety
-    /// Opened with `speculative`; `slot` holds a complete new row.
-    pub unsafe fn no_conflict(
-        &self,
-        slot: *mut pg_sys::TupleTableSlot,
-        conflict: &mut pg_sys::ItemPointerData,
-    ) -> bool {
-        unsafe {
-            compat::check_index_constraints(self.rri, slot, self.estate, conflict, self.arbiters)
-        }
-    }
-
-    /// Runs `f` with the caller's context current, for values that must outlive `close`.
-    ///
-    /// # Safety
-    /// The table is open.
-    pub unsafe fn in_caller_context<R>(&self, f: impl FnOnce() -> R) -> R {
-        unsafe {
-            pg_sys::CurrentMemoryContext = self.caller;
-            let result = f();
-            pg_sys::CurrentMemoryContext = (*self.estate).es_query_cxt;
-            result
-        }
-    }
-
     /// Releases the executor state and the indexes; the table lock is kept until the transaction ends.
     ///
     /// # Safety

@@ -27,6 +27,24 @@ mod tests {
         }
     }
 
+    /// The direct path's insert of a key nobody holds: the row it claimed.
+    fn claim_new(scope: &str, key: &str, fp: &[u8], now: i64) -> crate::key_row::KeyRow {
+        match crate::direct::claim(scope, key, fp, now, now + 60_000_000) {
+            Some(crate::direct::Inserted::Claimed(row)) => row,
+            Some(crate::direct::Inserted::Conflict) => panic!("{scope}/{key}: taken"),
+            None => panic!("{scope}/{key}: the direct path declined"),
+        }
+    }
+
+    /// The direct path's dirty read, as the row it found (`Some(None)`: none), for a key no other transaction
+    /// writes. `None`: it declined.
+    fn probe_row(scope: &str, key: &str, fp: &[u8]) -> Option<Option<crate::key_row::KeyRow>> {
+        crate::direct::probe(scope, key, fp).map(|seen| {
+            assert_eq!(seen.writer, crate::direct::Writer::Nobody, "{scope}/{key}");
+            seen.row
+        })
+    }
+
     #[pg_test]
     fn claim_finish_replay_in_one_transaction() {
         let outcome = Spi::get_one::<String>(
@@ -108,24 +126,24 @@ mod tests {
         let now = crate::store::clock_now();
         let fp = [7u8; 32];
         assert!(
-            matches!(crate::direct::probe("served", "k", &fp), Some(None)),
+            matches!(probe_row("served", "k", &fp), Some(None)),
             "absent"
         );
-        let row = crate::direct::claim("served", "k", &fp, now, now + 60_000_000, true)
-            .expect("the direct path claims on the table sql/ creates");
+        let row = claim_new("served", "k", &fp, now);
         assert!(row.inserted);
-        // Told the key is absent, it inserts without the pre-check: the speculative insertion finds the
-        // conflict, and the next round checks and reads the row.
-        let again = crate::direct::claim("served", "k", &fp, now, now + 60_000_000, true).unwrap();
-        assert!(!again.inserted && again.same_request && !again.finished);
-        assert_eq!(again.token, row.token);
-        let probed = crate::direct::probe("served", "k", &fp)
+        // A second insert of the key: the speculative insertion finds the conflict and says so, without
+        // waiting or reading (the claim reads again).
+        assert!(matches!(
+            crate::direct::claim("served", "k", &fp, now, now + 60_000_000),
+            Some(crate::direct::Inserted::Conflict)
+        ));
+        let probed = probe_row("served", "k", &fp)
             .unwrap()
             .expect("the claimed row");
         assert!(!probed.inserted && probed.same_request && !probed.finished);
         assert_eq!(probed.token, row.token);
         assert!(
-            !crate::direct::probe("served", "k", &[8u8; 32])
+            !probe_row("served", "k", &[8u8; 32])
                 .unwrap()
                 .unwrap()
                 .same_request
@@ -141,7 +159,7 @@ mod tests {
             "SELECT status_code FROM idem_keys WHERE scope = 'served' AND finished_at IS NOT NULL",
         );
         assert_eq!(stored, Ok(Some(201)));
-        let finished = crate::direct::probe("served", "k", &fp).unwrap().unwrap();
+        let finished = probe_row("served", "k", &fp).unwrap().unwrap();
         assert!(finished.finished && finished.answer.status_code == Some(201));
         // In the transaction that wrote the row: the lookup sees it, as its SPI statement would.
         let looked = Spi::get_one::<String>("SELECT (idem_lookup('served', 'k')).outcome");
@@ -249,7 +267,7 @@ mod tests {
         let now = crate::store::clock_now();
         // ('ab', 'c'), ('a', 'bc') and ('', 'abc') all concatenate to 'abc'; only the second is claimed first.
         for (scope, key) in [("a", "bc"), ("ab", "c"), ("", "abc")] {
-            let row = crate::direct::claim(scope, key, &fp, now, now + 60_000_000, true).unwrap();
+            let row = claim_new(scope, key, &fp, now);
             assert!(row.inserted, "{scope}/{key}");
         }
         let token_of = |scope: &str, key: &str| {
@@ -278,7 +296,7 @@ mod tests {
             }
             assert_eq!(check_read(), Ok(expected), "{change}");
             for (scope, key) in [("a", "bc"), ("ab", "c"), ("", "abc")] {
-                let read = crate::direct::probe(scope, key, &fp)
+                let read = probe_row(scope, key, &fp)
                     .unwrap()
                     .expect("the row");
                 assert_eq!(
@@ -296,7 +314,7 @@ mod tests {
                 );
             }
             assert!(
-                matches!(crate::direct::probe("abc", "", &fp), Some(None)),
+                matches!(probe_row("abc", "", &fp), Some(None)),
                 "{change}"
             );
             assert!(
@@ -321,7 +339,7 @@ mod tests {
             assert_eq!(finished, Ok(Some(1)), "{change}");
             // The finish wrote a new version (not HOT: finished_at is in the partial indexes' predicates),
             // and its hash entry with it: the read finds the finished row.
-            let read = crate::direct::probe("ab", "c", &fp)
+            let read = probe_row("ab", "c", &fp)
                 .unwrap()
                 .expect("the row");
             assert!(read.finished, "{change}");
@@ -349,14 +367,14 @@ mod tests {
             .iter()
             .map(|&(scope, key)| {
                 let row =
-                    crate::direct::claim(scope, key, &fp, now, now + 60_000_000, true).unwrap();
+                    claim_new(scope, key, &fp, now);
                 assert!(row.inserted, "{scope}/{key}");
                 row.token
             })
             .collect();
         // An absent key behind more rows of its hash than the bound: the reader gives up on the index...
         let (scope, key) = splits[present];
-        assert!(crate::direct::probe(scope, key, &fp).is_none(), "probe");
+        assert!(probe_row(scope, key, &fp).is_none(), "probe");
         assert!(crate::direct::lookup(scope, key, false).is_none(), "lookup");
         // ...and idem_claim and idem_lookup answer through the primary key.
         let claimed = Spi::get_one_with_args::<String>(
@@ -373,7 +391,7 @@ mod tests {
         // the present keys after more than MAX_OTHER_ROWS others; the rest it finds, each its own row.
         let mut crowded = vec![];
         for (i, &(scope, key)) in splits[..present].iter().enumerate() {
-            match crate::direct::probe(scope, key, &fp) {
+            match probe_row(scope, key, &fp) {
                 None => crowded.push(i),
                 Some(row) => assert_eq!(row.map(|r| r.token), Some(tokens[i]), "{scope}/{key}"),
             }
