@@ -20,7 +20,8 @@ COMMENT ON TABLE idem_keys_lock_seed IS
 INSERT INTO idem_keys_lock_seed (seed)
 SELECT (random() * 9007199254740991)::bigint # ((random() * 9007199254740991)::bigint << 11)
  WHERE NOT EXISTS (SELECT FROM idem_keys_lock_seed);
--- @overloads [{"REQUEST": "jsonb", "FINGERPRINT": "idem_fingerprint(request)"}, {"REQUEST": "bytea", "FINGERPRINT": "sha256(request)"}]
+-- The body form's REQUEST also declares its is_json parameter, which NULL_ARGS and CHECK_ARGS check.
+-- @overloads [{"REQUEST": "jsonb", "FINGERPRINT": "idem_fingerprint(request)", "NULL_ARGS": "", "CHECK_ARGS": ""}, {"REQUEST": "bytea", "FINGERPRINT": "sha256(request)", "NULL_ARGS": "", "CHECK_ARGS": ""}, {"REQUEST": "bytea, is_json boolean", "FINGERPRINT": "idem_keys_body_fingerprint(request, is_json)", "NULL_ARGS": " OR is_json IS NULL", "CHECK_ARGS": "\n        IF is_json IS NULL THEN\n            PERFORM idem_keys_null_argument('idem_claim', 'is_json');\n        END IF;"}]
 CREATE OR REPLACE FUNCTION idem_claim(
     scope text, key text, request @REQUEST@, lease interval DEFAULT NULL, wait interval DEFAULT '0')
 RETURNS idem_result
@@ -41,11 +42,11 @@ DECLARE
     kept integer;
     k record;
 BEGIN
-    IF request_fingerprint IS NULL OR NOT idem_keys_plain_call(scope, key) THEN
+    IF request IS NULL@NULL_ARGS@ OR NOT idem_keys_plain_call(scope, key) THEN
         PERFORM idem_keys_check_call('idem_claim', scope, key, true);
-        IF request_fingerprint IS NULL THEN
+        IF request IS NULL THEN
             PERFORM idem_keys_null_argument('idem_claim', 'request');
-        END IF;
+        END IF;@CHECK_ARGS@
     END IF;
     lease := idem_keys_interval('lease', lease);
     IF wait < interval '0' THEN

@@ -65,3 +65,5 @@ COMMENT ON FUNCTION idem_keys_batch_size(integer) IS 'A sweep''s batch size: the
 COMMENT ON INDEX idem_keys_settings_pkey IS 'One value per protected setting.';
 COMMENT ON INDEX idem_keys_sweep_record_pkey IS 'idem_keys_sweep_record holds one row.';
 COMMENT ON INDEX idem_keys_lock_seed_pkey IS 'idem_keys_lock_seed holds one row.';
+COMMENT ON FUNCTION idem_keys_body_fingerprint(bytea, boolean) IS
+    'The fingerprint of idem_claim(text, text, bytea, boolean, …): the jsonb form''s where is_json and the bytes are JSON jsonb accepts, else sha256 of the bytes.';

@@ -29,3 +29,27 @@ $$;
 CREATE OR REPLACE FUNCTION idem_fingerprint(request bytea) RETURNS bytea
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
 RETURN pg_catalog.sha256(request);
+
+-- The fingerprint of idem_claim's body form (request bytea, is_json): the jsonb form's where is_json and the
+-- bytes are JSON that jsonb accepts, the bytea form's otherwise, as the extension decides
+-- (src/api/claim.rs): UTF-8 without NUL, and on a database whose encoding is not UTF8 only ASCII. The
+-- exception block is a subtransaction that writes nothing (no transaction id, no lock).
+CREATE OR REPLACE FUNCTION idem_keys_body_fingerprint(request bytea, is_json boolean) RETURNS bytea
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+AS $$
+DECLARE
+    body text;
+BEGIN
+    IF is_json THEN
+        BEGIN
+            body := pg_catalog.convert_from(request, 'UTF8');
+            IF pg_catalog.getdatabaseencoding() = 'UTF8' OR pg_catalog.length(body) = pg_catalog.octet_length(request) THEN
+                RETURN idem_fingerprint(body::jsonb);
+            END IF;
+        EXCEPTION WHEN OTHERS THEN
+            NULL; -- not UTF-8, or not JSON that jsonb accepts: the bytes' fingerprint
+        END;
+    END IF;
+    RETURN pg_catalog.sha256(request);
+END
+$$;

@@ -193,7 +193,7 @@ $$;
 -- is unknown or expired. Never returns the token. STABLE and read-only: it works on a hot standby.
 CREATE OR REPLACE FUNCTION idem_lookup(scope text, key text)
 RETURNS idem_result
-LANGUAGE plpgsql STABLE SECURITY DEFINER PARALLEL SAFE
+LANGUAGE plpgsql STABLE SECURITY DEFINER PARALLEL RESTRICTED
 SET search_path FROM CURRENT
 AS $$
 DECLARE

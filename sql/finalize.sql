@@ -96,6 +96,8 @@ COMMENT ON FUNCTION @extschema@.idem_claim(text, text, jsonb, interval, interval
     'Claim an idempotency key for a JSON request: claimed (you own it: run, then idem_finish), replay (stored answer), in_progress (retry after retry_after s), mismatch (same key, other request), recovered (previous owner died: resume from checkpoint, reconcile, then finish). wait => interval waits that long for a busy key to finish. Cast the request: $3::jsonb.';
 COMMENT ON FUNCTION @extschema@.idem_claim(text, text, bytea, interval, interval) IS
     'Claim an idempotency key for a raw request body; as idem_claim(text, text, jsonb, interval, interval). Cast the request: $3::bytea.';
+COMMENT ON FUNCTION @extschema@.idem_claim(text, text, bytea, boolean, interval, interval) IS
+    'Claim an idempotency key for a request body of any kind, in one call: with is_json, bytes that parse as JSON are fingerprinted as the jsonb form does, and anything else as the bytea form does; as idem_claim(text, text, jsonb, interval, interval). Cast the request: $3::bytea, $4::boolean.';
 COMMENT ON FUNCTION @extschema@.idem_checkpoint(text, text, bigint, text, jsonb) IS
     'Record how far the owner of a claimed key got (point, optional state); a recovering owner gets it back in idem_result.checkpoint. Only the current token may checkpoint; does not extend the lease.';
 COMMENT ON FUNCTION @extschema@.idem_finish(text, text, bigint, integer, jsonb, jsonb, interval) IS
@@ -105,7 +107,7 @@ COMMENT ON FUNCTION @extschema@.idem_finish(text, text, bigint, integer, bytea, 
 COMMENT ON FUNCTION @extschema@.idem_release(text, text, bigint) IS
     'Give a claim up (failure before any side effect, or a retryable 429/503): the next claim starts afresh. False if the token no longer owns the key.';
 COMMENT ON FUNCTION @extschema@.idem_lookup(text, text) IS
-    'Read a key without claiming it: replay or in_progress, or NULL when unknown or expired. Never returns the token.';
+    'Read a key without claiming it: replay or in_progress, or NULL when unknown or expired. Never returns the token. PARALLEL RESTRICTED: it sees this transaction''s claims, written or not yet.';
 COMMENT ON FUNCTION @extschema@.idem_sweep(integer) IS
     'Delete expired answers and claims abandoned past idem_keys.abandon_after in one transaction, batch_size rows per statement (a full batch also takes the rest of the timestamp it ended on, so ties cost no rescans); returns the count. For a large backlog, CALL idem_sweep_paced(). Revoked from PUBLIC.';
 COMMENT ON FUNCTION @extschema@.idem_sweep_step(@extschema@.idem_sweep_progress, integer) IS

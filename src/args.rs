@@ -119,6 +119,11 @@ pub struct RawJsonb {
 }
 
 impl RawJsonb {
+    /// A jsonb value this backend just made (`jsonb_in`'s result: a plain varlena with a 4-byte header).
+    pub fn made(value: pg_sys::Datum) -> RawJsonb {
+        RawJsonb { detoasted: value }
+    }
+
     pub fn datum(self) -> pg_sys::Datum {
         self.detoasted
     }

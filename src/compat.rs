@@ -11,6 +11,7 @@
 //! | `table_tuple_update`       | `update_indexes: bool`| `TU_UpdateIndexes`               | as 16                        |
 //! | `index_beginscan`          | 5 arguments           | as 15                            | + `instrument`               |
 //! | tuple descriptor attribute | `attrs[i]`            | as 15                            | `TupleDescAttr(desc, i)`     |
+//! | text that may not parse    | a subtransaction      | soft errors (`ErrorSaveContext`) | as 16                        |
 //!
 //! Between minor releases of one major, WalSndCtl's synchronous-standby byte (`sync_standbys_defined`): a
 //! library built against one minor's headers is loaded by any minor of its major, so this is decided by the
@@ -340,5 +341,67 @@ mod layout_tests {
                 "server_version_num {version}"
             );
         }
+    }
+}
+
+unsafe extern "C-unwind" {
+    // The builtin jsonb input function, for fmgr.
+    fn jsonb_in(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum;
+}
+
+/// `text` parsed as jsonb, or `None` where `jsonb_in` would raise (not JSON, a number out of numeric's
+/// range, an escape the database encoding cannot hold). `text` is in the database encoding.
+///
+/// 16+ ask jsonb_in for a soft error; 15 has none, so the call runs in a subtransaction that is rolled back
+/// on an error, as PL/pgSQL's exception blocks do (it writes nothing, so it takes no transaction id).
+pub fn jsonb_parsed(text: &std::ffi::CStr) -> Option<pg_sys::Datum> {
+    #[cfg(feature = "pg15")]
+    // SAFETY: a subtransaction begun and ended here, the caller's memory context and resource owner put back
+    // on both ways out; jsonb_in on a NUL-terminated string.
+    unsafe {
+        let context = pg_sys::CurrentMemoryContext;
+        let owner = pg_sys::CurrentResourceOwner;
+        pg_sys::BeginInternalSubTransaction(ptr::null());
+        pg_sys::CurrentMemoryContext = context;
+        let restore = move || {
+            pg_sys::CurrentMemoryContext = context;
+            pg_sys::CurrentResourceOwner = owner;
+        };
+        PgTryBuilder::new(|| {
+            let value = pg_sys::DirectFunctionCall1Coll(
+                Some(jsonb_in),
+                pg_sys::InvalidOid,
+                pg_sys::Datum::from(text.as_ptr()),
+            );
+            pg_sys::ReleaseCurrentSubTransaction();
+            restore();
+            Some(value)
+        })
+        .catch_others(|_| {
+            restore();
+            pg_sys::FlushErrorState();
+            pg_sys::RollbackAndReleaseCurrentSubTransaction();
+            restore();
+            None
+        })
+        .execute()
+    }
+    #[cfg(any(feature = "pg16", feature = "pg17", feature = "pg18"))]
+    // SAFETY: jsonb_in with an ErrorSaveContext: a syntax or range error is recorded there, not raised.
+    unsafe {
+        let mut saved = pg_sys::ErrorSaveContext {
+            type_: pg_sys::NodeTag::T_ErrorSaveContext,
+            ..Default::default()
+        };
+        let mut value = pg_sys::Datum::from(0);
+        pg_sys::DirectInputFunctionCallSafe(
+            Some(jsonb_in),
+            text.as_ptr().cast_mut(),
+            pg_sys::JSONBOID,
+            -1,
+            (&raw mut saved).cast(),
+            &mut value,
+        )
+        .then_some(value)
     }
 }

@@ -175,6 +175,19 @@ pub fn unknown_key(function: &str) -> ! {
     )
 }
 
+/// 23505: a claim this transaction made without writing it (src/pending.rs) could not be written, because a
+/// row of the key appeared anyway: something wrote the table without the idem_* functions, which check the
+/// key lock the claim holds. The transaction (or its commit) fails, so no two owners ever both commit.
+#[track_caller]
+pub fn claim_lost(scope: &str, key: &str) -> ! {
+    raise!(
+        PgSqlErrorCode::ERRCODE_UNIQUE_VIOLATION,
+        "idempotency key was written by someone else while this transaction held its claim".to_string(),
+        Some(format!("Scope {scope:?}, key {key:?}: a row of the key was inserted without idem_claim.")),
+        Some("Write idem_keys only through the idem_* functions; retry the request."),
+    )
+}
+
 /// 55000: the token does not own the key (any more): someone recovered it after the lease ran out. The
 /// current owner's token is a capability, so it is never shown.
 #[track_caller]

@@ -84,6 +84,7 @@ static SWEEP_DATABASES: GucSetting<Option<CString>> =
 /// Whether `idem_claim` and `idem_finish` may skip SPI under READ COMMITTED (src/direct/). On by default;
 /// off exists so bench/ab.sh can measure what it buys, and as an escape hatch.
 static DIRECT_PATH: GucSetting<bool> = GucSetting::<bool>::new(true);
+static WRITE_ONCE: GucSetting<bool> = GucSetting::<bool>::new(true);
 
 /// Where a caller's tenant comes from, for tenant binding (src/tenant.rs); `off` binds nobody.
 static TENANT_BINDING: GucSetting<Binding> = GucSetting::<Binding>::new(Binding::Off);
@@ -194,6 +195,14 @@ pub fn init() {
         GucContext::Userset,
         GucFlags::default(),
     );
+    GucRegistry::define_bool_guc(
+        c"idem_keys.write_once",
+        c"Whether a claim in a transaction block writes the key's row once, with its answer.",
+        c"On the direct path, in a transaction block, a new key's claim writes nothing: idem_finish inserts the finished row, or the commit inserts the claim. Same results either way; off writes the claim at once and the finish updates it.",
+        &WRITE_ONCE,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
     GucRegistry::define_enum_guc(
         c"idem_keys.tenant_binding",
         c"Where a caller's tenant comes from; a caller may use only its tenant's scopes.",
@@ -282,6 +291,10 @@ pub fn sweep_enabled() -> bool {
 
 pub fn direct_path() -> bool {
     DIRECT_PATH.get()
+}
+
+pub fn write_once() -> bool {
+    WRITE_ONCE.get()
 }
 
 pub fn tenant_binding() -> Binding {

@@ -38,9 +38,27 @@ thread_local! {
     static KEPT: Cell<(pg_sys::LocalTransactionId, u32)> = const { Cell::new((0, 0)) };
 }
 
+/// What `hold` did.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Hold {
+    /// The lock is this transaction's until it ends; `fresh`: taken just now (`let_go` may give it back).
+    Kept { fresh: bool },
+    /// Free, but not kept: this transaction keeps `MAX_KEPT` already.
+    Checked,
+    /// Another open transaction holds it.
+    Taken,
+}
+
+impl Hold {
+    /// Whether this transaction may write the key: nobody else holds its lock.
+    pub fn free(self) -> bool {
+        self != Hold::Taken
+    }
+}
+
 /// Takes the key's lock and keeps it to the end of the transaction (within `MAX_KEPT`; past it, only checks
-/// it is free). False: another open transaction holds it.
-pub fn hold(scope: &str, key: &str) -> bool {
+/// that it is free).
+pub fn hold(scope: &str, key: &str) -> Hold {
     let tag = tag_of(scope, key);
     // SAFETY: our own PGPROC's lxid, read by its own backend.
     let lxid = unsafe { (*pg_sys::MyProc).fpLocalTransactionId };
@@ -52,18 +70,30 @@ pub fn hold(scope: &str, key: &str) -> bool {
         let taken =
             pg_sys::LockAcquire(&tag, pg_sys::ExclusiveLock as pg_sys::LOCKMODE, false, true);
         if taken == pg_sys::LockAcquireResult::LOCKACQUIRE_NOT_AVAIL {
-            return false;
+            return Hold::Taken;
         }
-        if taken == pg_sys::LockAcquireResult::LOCKACQUIRE_OK && kept >= MAX_KEPT {
-            pg_sys::LockRelease(&tag, pg_sys::ExclusiveLock as pg_sys::LOCKMODE, false);
-        } else if taken == pg_sys::LockAcquireResult::LOCKACQUIRE_OK {
-            KEPT.set((lxid, kept + 1));
-        } else {
+        if taken != pg_sys::LockAcquireResult::LOCKACQUIRE_OK {
             // Already ours: keep the one count.
             pg_sys::LockRelease(&tag, pg_sys::ExclusiveLock as pg_sys::LOCKMODE, false);
+            return Hold::Kept { fresh: false };
         }
+        if kept >= MAX_KEPT {
+            pg_sys::LockRelease(&tag, pg_sys::ExclusiveLock as pg_sys::LOCKMODE, false);
+            return Hold::Checked;
+        }
+        KEPT.set((lxid, kept + 1));
     }
-    true
+    Hold::Kept { fresh: true }
+}
+
+/// Gives back a lock `hold` just took (`Kept { fresh: true }`), when the key turned out to be taken.
+pub fn let_go(scope: &str, key: &str) {
+    let tag = tag_of(scope, key);
+    // SAFETY: the lock is held by this transaction, once (fresh).
+    unsafe {
+        pg_sys::LockRelease(&tag, pg_sys::ExclusiveLock as pg_sys::LOCKMODE, false);
+    }
+    KEPT.set((KEPT.get().0, KEPT.get().1.saturating_sub(1)));
 }
 
 /// Whether another open transaction holds the key's lock (is taking the key over), without keeping it.

@@ -4,6 +4,7 @@
 //! below it, so there are no circles):
 //! - `api`: the SQL verbs; `sweeper`: the optional background worker that sweeps.
 //! - `args`: input checks; `tenant`: tenant binding; `result`: the idem_result row.
+//! - `pending`: the write-once claim, a claim in a transaction block written once, with its answer.
 //! - `direct`: the READ COMMITTED hot path of claim and finish, without SPI; `store`: the verbs' statements
 //!   through SPI; `replicated`: no replay a failover can take away; `key_lock`: an open transaction's
 //!   claim, told without waiting on it; `sweep_stats`: what the sweeps did, in shared memory, for
@@ -27,6 +28,7 @@ mod fingerprint;
 mod guc;
 mod key_lock;
 mod key_row;
+mod pending;
 mod replicated;
 mod result;
 mod store;

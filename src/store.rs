@@ -79,6 +79,11 @@ pub enum Stmt {
     /// `Claim`'s insert alone, for a table Citus distributes (claim.rs says why): the row it inserted, or
     /// none on a conflict, after which the claim reads the row.
     Insert,
+    /// Write a claim this transaction made without writing it (src/pending.rs): its row, with the token
+    /// it was given ($6) and $4 as its claim time. Its key lock kept every other writer away, so no row can
+    /// hold the key; an insert that conflicts waits for a transaction that is backing off, as any insert
+    /// would, and returns no row only if something else wrote the key (the caller raises).
+    InsertClaimed,
     /// Take over a key whose answer expired or whose owner's lease ran out. The WHERE clause is re-checked on
     /// the newest row version (EvalPlanQual), so of two racing recoverers exactly one gets a row back. $6 is
     /// the new token, drawn by `NextToken` first: Citus refuses a volatile function inside an UPDATE of a
@@ -104,7 +109,7 @@ pub enum Stmt {
     SweepAbandoned,
 }
 
-const STMT_COUNT: usize = 13;
+const STMT_COUNT: usize = 14;
 
 const TEXT: PgOid = PgOid::BuiltIn(pg_sys::BuiltinOid::TEXTOID);
 const BYTEA: PgOid = PgOid::BuiltIn(pg_sys::BuiltinOid::BYTEAOID);
@@ -137,6 +142,12 @@ impl Stmt {
                  ON CONFLICT (scope, key) DO NOTHING
                  RETURNING true, k.token, 1, true, false, $5, NULL::timestamptz, NULL::int4, NULL::jsonb,
                            NULL::bytea, NULL::jsonb, $4, NULL::text, NULL::jsonb"
+            }
+            Stmt::InsertClaimed => {
+                "INSERT INTO idem_keys AS k (scope, key, fingerprint, token, attempt, created_at, claimed_at, lease_ends_at)
+                 VALUES ($1, $2, $3, $6, 1, $4, $4, $5)
+                 ON CONFLICT (scope, key) DO NOTHING
+                 RETURNING k.token"
             }
             Stmt::Reread => concat!(
                 "SELECT false, ",
@@ -197,7 +208,7 @@ impl Stmt {
         match self {
             // Claim and Reread share Takeover's parameter list (ignoring what they do not use) so a claim
             // binds them once.
-            Stmt::Claim | Stmt::Insert | Stmt::Reread | Stmt::Takeover => {
+            Stmt::Claim | Stmt::Insert | Stmt::InsertClaimed | Stmt::Reread | Stmt::Takeover => {
                 &[TEXT, TEXT, BYTEA, TSTZ, TSTZ, INT8]
             }
             Stmt::NextToken => &[],

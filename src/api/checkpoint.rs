@@ -24,6 +24,8 @@ fn idem_checkpoint(
     if let Some(state) = state {
         args::stored_size("state", state.size());
     }
+    // A claim of this transaction not written yet: write it, then record the checkpoint on it.
+    crate::pending::write_key(scope, key);
     store::with_spi(|client| {
         let params = [
             store::text(scope),

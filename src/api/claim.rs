@@ -6,6 +6,7 @@ use crate::direct::{self, Writer};
 use crate::fingerprint::{self, Fingerprint};
 use crate::key_lock;
 use crate::key_row::KeyRow;
+use crate::pending::{self, Deferred};
 use crate::result::{Fields, IdemResult, Outcome};
 use crate::store::{self, Stmt};
 use pgrx::datum::Interval;
@@ -46,6 +47,45 @@ fn idem_claim_bytea_wait(
     claim(scope, key, &fingerprint::of_bytes(request), lease, wait).into_tuple(fcinfo)
 }
 
+/// Claim an idempotency key for a request's bytes, which the caller says are JSON or not: one call for any
+/// body. JSON that parses is fingerprinted as the jsonb form fingerprints it; anything else (not JSON, not
+/// UTF-8, or `is_json` false) as the bytea form does.
+// No SET search_path: the hot verbs pin it only around SQL (catalog.rs).
+#[pg_extern(name = "idem_claim", volatile, parallel_unsafe, security_definer, requires = ["bootstrap"])]
+fn idem_claim_body_wait(
+    scope: Option<&str>,
+    key: Option<&str>,
+    request: Option<&[u8]>,
+    is_json: Option<bool>,
+    lease: default!(Option<Interval>, "NULL"),
+    wait: default!(Option<Interval>, "'0'"),
+    fcinfo: pg_sys::FunctionCallInfo,
+) -> IdemResult {
+    args::writable("idem_claim");
+    let (scope, key) = args::scope_and_key("idem_claim", scope, key);
+    let request = args::require(request, "idem_claim", "request");
+    let is_json = args::require(is_json, "idem_claim", "is_json");
+    let fingerprint = is_json
+        .then(|| fingerprint_of_json_bytes(request))
+        .flatten()
+        .unwrap_or_else(|| fingerprint::of_bytes(request));
+    claim(scope, key, &fingerprint, lease, wait).into_tuple(fcinfo)
+}
+
+/// The jsonb form's fingerprint of `bytes`, if they are JSON text PostgreSQL's jsonb accepts: UTF-8 without
+/// NUL (on a database whose encoding is not UTF8: ASCII), parsed by `jsonb_in`.
+fn fingerprint_of_json_bytes(bytes: &[u8]) -> Option<Fingerprint> {
+    std::str::from_utf8(bytes).ok()?;
+    // SAFETY: a plain read of the database's encoding.
+    let utf8 = unsafe { pg_sys::GetDatabaseEncoding() } == pg_sys::pg_enc::PG_UTF8 as i32;
+    if !utf8 && !bytes.is_ascii() {
+        return None;
+    }
+    let text = std::ffi::CString::new(bytes).ok()?;
+    let value = crate::compat::jsonb_parsed(&text)?;
+    Some(RawJsonb::made(value).with_text(fingerprint::of_jsonb_text))
+}
+
 /// The 0.1.0 entry points (no `wait`), reached only from a catalog still at 0.1.0: this library's statements
 /// need the 0.2.0 table, so say exactly what to do instead of failing on a missing column. No SQL is
 /// generated for them.
@@ -76,6 +116,9 @@ fn claim(
     wait: Option<Interval>,
 ) -> Fields {
     let lease_micros = args::duration_micros("lease", lease, crate::guc::lease_micros);
+    // A claim of a key this transaction claimed without writing: write it, and answer as for any key this
+    // transaction holds.
+    pending::write_key(scope, key);
     let mut now = store::clock_now();
     let deadline = now.saturating_add(args::wait_micros(wait));
     // On a table Citus distributes, a read first and a plain insert after (`Start::ReadThenInsert`): Citus
@@ -142,6 +185,14 @@ fn held() -> Attempt {
     Attempt::Busy(fields, i64::MAX)
 }
 
+/// The answer to a claim that just took the key.
+fn claimed(row: KeyRow, now: i64) -> Attempt {
+    match decide(row, now) {
+        Decision::Answer(fields) => Attempt::Done(fields),
+        _ => unreachable!("a fresh claim is an answer"),
+    }
+}
+
 /// One pass of the claim state machine, in one SPI connection, with no lock or snapshot kept afterwards.
 fn attempt(
     scope: &str,
@@ -195,14 +246,28 @@ fn attempt(
                 Some(Decision::Answer(_)) => unreachable!("answered above"),
                 // A read-only transaction: the SQL statement raises the error its caller expects.
                 None if !direct::applies() => break,
-                None => match direct::claim(scope, key, fingerprint, now, lease_ends_at) {
-                    Some(direct::Inserted::Claimed(row)) => match decide(row, now) {
-                        Decision::Answer(fields) => return Attempt::Done(fields),
-                        _ => unreachable!("a fresh claim is an answer"),
-                    },
-                    Some(direct::Inserted::Conflict) => continue,
-                    None => break,
-                },
+                // Nobody has written the key; a claim another transaction made without writing it
+                // (src/pending.rs) is known by its key lock alone.
+                None if key_lock::held_elsewhere(scope, key) => return held(),
+                None => {
+                    if pending::applies(citus) {
+                        match pending::claim(scope, key, fingerprint, now, lease_ends_at) {
+                            Deferred::Claimed(row) => return claimed(row, now),
+                            Deferred::Held => return held(),
+                            Deferred::Raced => continue,
+                            Deferred::NotDeferred => {}
+                        }
+                    }
+                    // Once the row is in, the key lock again: a claim that took it meanwhile read the key
+                    // before this row was there, and owns it.
+                    let keep = || !key_lock::held_elsewhere(scope, key);
+                    match direct::claim(scope, key, fingerprint, now, lease_ends_at, keep) {
+                        Some(direct::Inserted::Claimed(row)) => return claimed(row, now),
+                        Some(direct::Inserted::Conflict) => continue,
+                        Some(direct::Inserted::Refused) => return held(),
+                        None => break,
+                    }
+                }
             }
         }
     }
@@ -222,7 +287,7 @@ fn attempt(
         let (mut locked, mut read) = (false, false);
         loop {
             if !locked && !matches!(stmt, Stmt::Reread) {
-                if key_lock::hold(scope, key) {
+                if key_lock::hold(scope, key).free() {
                     locked = true;
                 } else if !read {
                     stmt = Stmt::Reread;
@@ -247,7 +312,7 @@ fn attempt(
                     confirm_busy = false;
                     // Another open transaction holds the key lock (claiming or taking the key over): as on one server,
                     // this read is the answer.
-                    if !locked && !key_lock::hold(scope, key) {
+                    if !locked && !key_lock::hold(scope, key).free() {
                         return Attempt::Busy(fields, lease_ends_at);
                     }
                     locked = true;

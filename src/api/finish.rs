@@ -54,6 +54,10 @@ fn idem_release(scope: Option<&str>, key: Option<&str>, token: Option<i64>) -> b
     args::writable("idem_release");
     let (scope, key) = args::scope_and_key("idem_release", scope, key);
     let token = args::require(token, "idem_release", "token");
+    // A claim of this transaction not written yet: forgetting it leaves nothing behind.
+    if let Some(released) = crate::pending::release(scope, key, token) {
+        return released;
+    }
     store::with_spi(|client| {
         let params = [store::text(scope), store::text(key), store::int8(token)];
         if store::run(client, Stmt::Release, &params).len() == 1 {
@@ -120,6 +124,12 @@ impl<'a> FinishCall<'a> {
             response_bytes,
             headers: self.headers.map(RawJsonb::datum),
         };
+        // A claim of this transaction not written yet: its row is written once, finished.
+        match crate::pending::finish(self.scope, self.key, &answer) {
+            Some(true) => return,
+            Some(false) => error::token_not_owner(self.token),
+            None => {}
+        }
         if direct::applies() && direct::finish(self.scope, self.key, &answer) == Some(true) {
             return;
         }

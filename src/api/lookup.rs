@@ -9,9 +9,10 @@ use crate::store::{self, Stmt};
 use pgrx::prelude::*;
 
 /// `replay` with the stored answer, `in_progress` (retry_after 0 once the lease has ended), or NULL when the
-/// key is unknown or expired. Never returns the token.
+/// key is unknown or expired. Never returns the token. PARALLEL RESTRICTED, not SAFE: a claim this transaction
+/// has not written yet (src/pending.rs) lives in this backend's memory, which a parallel worker cannot see.
 // No SET search_path: the hot verbs pin it only around SQL (catalog.rs).
-#[pg_extern(stable, parallel_safe, security_definer, requires = ["bootstrap"])]
+#[pg_extern(stable, parallel_restricted, security_definer, requires = ["bootstrap"])]
 fn idem_lookup(
     scope: Option<&str>,
     key: Option<&str>,
@@ -24,10 +25,16 @@ fn idem_lookup(
     // outside a parallel query the direct read finds the shard when it is on this node.)
     let parallel = unsafe { pg_sys::IsInParallelMode() }
         && !crate::catalog::names().is_some_and(|names| names.distributed);
-    let read_directly = (parallel || direct::applies_to_reads())
-        .then(|| direct::lookup(scope, key, parallel))
-        .flatten();
-    let row = read_directly.unwrap_or_else(|| read(scope, key, now))?;
+    // A claim this transaction made without writing it yet (src/pending.rs) is this transaction's row.
+    let unwritten = crate::pending::row(scope, key);
+    let read_directly = unwritten.is_none() && (parallel || direct::applies_to_reads());
+    let row = match unwritten {
+        Some(row) => row,
+        None => read_directly
+            .then(|| direct::lookup(scope, key, parallel))
+            .flatten()
+            .unwrap_or_else(|| read(scope, key, now))?,
+    };
     // The SQL statement's own condition, for the direct read: an answer past its retention is gone.
     if row.finished && row.expires_at.is_none_or(|expires_at| expires_at <= now) {
         return None;

@@ -96,18 +96,22 @@ pub enum Inserted {
     Claimed(KeyRow),
     /// Another transaction's row took the key first (committed, or still being written): read it again.
     Conflict,
+    /// `keep` said no: another open transaction holds the key's lock (a claim it has not written yet).
+    Refused,
 }
 
 /// Inserts the key's row, as `INSERT … ON CONFLICT DO NOTHING`'s speculative insertion does, for a key that
 /// a dirty read (`probe`) just found free. It never waits for another transaction: a row committed or being
 /// inserted since the probe makes the insertion report a conflict, and the caller probes again, which says
-/// whether the other writer is still open. `None`: the direct path declined; run SPI instead.
+/// whether the other writer is still open. `keep` is asked once the row and its index entries are in:
+/// false kills the row (`Refused`). `None`: the direct path declined; run SPI instead.
 pub fn claim(
     scope: &str,
     key: &str,
     fingerprint: &[u8],
     now: i64,
     lease_ends_at: i64,
+    keep: impl FnOnce() -> bool,
 ) -> Option<Inserted> {
     // SAFETY: runs in a transaction, inside a function call; every pointer below comes from PostgreSQL and
     // lives until `close` (or transaction abort).
@@ -119,8 +123,14 @@ pub fn claim(
         let token = next_token(table.sequence);
         values.set(col::TOKEN, token.into());
         values.store(new);
-        let inserted = if table.insert_speculatively(new) {
+        let mut refused = false;
+        let inserted = if table.insert_speculatively(new, || {
+            refused = !keep();
+            !refused
+        }) {
             Inserted::Claimed(KeyRow::claimed(token, now, lease_ends_at))
+        } else if refused {
+            Inserted::Refused
         } else {
             Inserted::Conflict
         };
@@ -150,6 +160,63 @@ pub fn probe(scope: &str, key: &str, fingerprint: &[u8]) -> Option<Seen> {
     }
 }
 
+/// A claim this transaction made without writing it (src/pending.rs), as its row will be written.
+pub struct Claimed<'a> {
+    pub scope: &'a str,
+    pub key: &'a str,
+    pub fingerprint: &'a [u8],
+    pub token: i64,
+    pub created_at: i64,
+    pub lease_ends_at: i64,
+}
+
+/// Writes a claim this transaction has not written yet, finished with `answer` if given: one insert of the
+/// row as it ends up. `Some(true)`: written. `Some(false)`: a conflicting row stayed in the way (a
+/// transaction backing off from the key; the caller's SQL statement waits for it). `None`: declined.
+pub fn insert_claimed(claimed: &Claimed, answer: Option<&Finish>) -> Option<bool> {
+    // SAFETY: as in `claim`.
+    unsafe {
+        let table = open(claimed.scope, true, &[])?;
+        let desc = (*table.rel).rd_att;
+        let new = pg_sys::MakeSingleTupleTableSlot(desc, &raw const pg_sys::TTSOpsVirtual);
+        let mut values = Row::claim(
+            claimed.scope,
+            claimed.key,
+            claimed.fingerprint,
+            claimed.created_at,
+            claimed.lease_ends_at,
+        );
+        values.set(col::TOKEN, claimed.token.into());
+        if let Some(answer) = answer {
+            values.set(col::FINISHED_AT, answer.finished_at.into());
+            values.set(col::EXPIRES_AT, answer.expires_at.into());
+            values.set(col::STATUS_CODE, answer.status_code.into());
+            values.set_opt(col::RESPONSE, answer.response);
+            values.set_opt(col::RESPONSE_BYTES, answer.response_bytes);
+            values.set_opt(col::HEADERS, answer.headers);
+        }
+        values.store(new);
+        let mut written = false;
+        for _ in 0..MAX_ROUNDS {
+            pgrx::check_for_interrupts!();
+            if table.insert_speculatively(new, || true) {
+                written = true;
+                break;
+            }
+        }
+        pg_sys::ExecDropSingleTupleTableSlot(new);
+        table.close();
+        Some(written)
+    }
+}
+
+/// A new fencing token: nextval('idem_keys_token_seq'), without SPI.
+pub fn draw_token() -> i64 {
+    let names = crate::catalog::names().expect("the extension's objects exist: a verb was called");
+    // SAFETY: the extension's token sequence, in a transaction.
+    unsafe { next_token(names.sequence) }
+}
+
 /// Waits for the open transaction `xid` to end (a finish, release or sweep of the key that is committing),
 /// as an insert's unique check would, so that a read after it sees what it committed. Cancellable, and
 /// `lock_timeout` and the deadlock detector apply.
@@ -171,7 +238,8 @@ pub fn wait_for(xid: pg_sys::TransactionId) {
 /// command's own writes visible and takes a fresh snapshot, and so does this. `None`: run the SQL statement
 /// instead. The row's fingerprint is not compared (`same_request` means nothing).
 ///
-/// Inside a parallel query (idem_lookup is PARALLEL SAFE) the query's snapshot is the one to read with, at
+/// Inside a parallel query (idem_lookup is PARALLEL RESTRICTED: it runs in the leader, which holds this
+/// transaction's unwritten claims, src/pending.rs, but in parallel mode all the same) the query's snapshot is the one to read with, at
 /// any isolation level: PostgreSQL forbids a new snapshot and a command counter step there (and so the SPI
 /// statement after a write), and no command of a parallel query writes, so there is nothing newer of ours
 /// to see. `parallel` is `IsInParallelMode()`, which the caller checked to come here at any level.

@@ -127,12 +127,17 @@ impl Table {
         }
     }
 
-    /// ExecInsert's speculative insertion. False when a concurrent insert took the key after the check; the
+    /// ExecInsert's speculative insertion. False when a concurrent insert took the key after the check, or when
+    /// `keep`, asked once the tuple and its index entries are in and no conflict was found, says no; the
     /// tuple is then dead and nobody ever waited on it as a committed row.
     ///
     /// # Safety
     /// Opened with `speculative`; `slot` holds a complete new row.
-    pub unsafe fn insert_speculatively(&self, slot: *mut pg_sys::TupleTableSlot) -> bool {
+    pub unsafe fn insert_speculatively(
+        &self,
+        slot: *mut pg_sys::TupleTableSlot,
+        keep: impl FnOnce() -> bool,
+    ) -> bool {
         unsafe {
             let xid = pg_sys::GetCurrentTransactionId();
             let spec_token = pg_sys::SpeculativeInsertionLockAcquire(xid);
@@ -155,6 +160,9 @@ impl Table {
                 self.arbiters,
                 IndexUpdate::All,
             );
+            if !conflict && !keep() {
+                conflict = true;
+            }
             if !conflict {
                 self.insert_hash_entry(slot);
             }

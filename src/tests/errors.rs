@@ -25,6 +25,16 @@ const CASES: &[(&str, &str, &str)] = &[
         "22004",
     ),
     (
+        "NULL body request",
+        "SELECT idem_claim('e', 'n', NULL::bytea, true) WHERE $1::bigint > 0",
+        "22004",
+    ),
+    (
+        "NULL is_json",
+        "SELECT idem_claim('e', 'n', '\\x7b7d'::bytea, NULL::boolean) WHERE $1::bigint > 0",
+        "22004",
+    ),
+    (
         "NULL token",
         "SELECT idem_finish('e', 'k', NULL, 200, '{}'::jsonb) WHERE $1::bigint > 0",
         "22004",

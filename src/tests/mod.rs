@@ -29,9 +29,11 @@ mod tests {
 
     /// The direct path's insert of a key nobody holds: the row it claimed.
     fn claim_new(scope: &str, key: &str, fp: &[u8], now: i64) -> crate::key_row::KeyRow {
-        match crate::direct::claim(scope, key, fp, now, now + 60_000_000) {
+        match crate::direct::claim(scope, key, fp, now, now + 60_000_000, || true) {
             Some(crate::direct::Inserted::Claimed(row)) => row,
-            Some(crate::direct::Inserted::Conflict) => panic!("{scope}/{key}: taken"),
+            Some(crate::direct::Inserted::Conflict | crate::direct::Inserted::Refused) => {
+                panic!("{scope}/{key}: taken")
+            }
             None => panic!("{scope}/{key}: the direct path declined"),
         }
     }
@@ -52,7 +54,7 @@ mod tests {
         );
         assert_eq!(outcome, Ok(Some("claimed".into())));
         Spi::run(
-            "SELECT idem_finish('in_server', 'k', (SELECT token FROM idem_keys WHERE scope = 'in_server'), 200, '[1]'::jsonb)",
+            "SELECT idem_finish('in_server', 'k', currval('idem_keys_token_seq'), 200, '[1]'::jsonb)",
         )
         .unwrap();
         let replay = Spi::get_two::<String, pgrx::JsonB>(
@@ -69,7 +71,7 @@ mod tests {
     fn spi_answers_do_not_pile_up_in_the_transaction() {
         Spi::run("SELECT idem_claim('memory', 'k', '{}'::jsonb)").unwrap();
         Spi::run(
-            "SELECT idem_finish('memory', 'k', (SELECT token FROM idem_keys WHERE scope = 'memory'), 200, \
+            "SELECT idem_finish('memory', 'k', currval('idem_keys_token_seq'), 200, \
              jsonb_build_object('pad', repeat('x', 2000)))",
         )
         .unwrap();
@@ -102,7 +104,7 @@ mod tests {
     #[pg_test]
     fn only_the_spi_path_draws_a_token_for_a_replay() {
         Spi::run("SELECT idem_claim('direct', 'k', '{}'::jsonb)").unwrap();
-        Spi::run("SELECT idem_finish('direct', 'k', (SELECT token FROM idem_keys WHERE scope = 'direct'), 200, '[]'::jsonb)")
+        Spi::run("SELECT idem_finish('direct', 'k', currval('idem_keys_token_seq'), 200, '[]'::jsonb)")
             .unwrap();
         // currval is the last token this session drew: it moves exactly when the replay draws one (by how
         // much depends on the client tests, which draw theirs from the same sequence in parallel).
@@ -134,7 +136,7 @@ mod tests {
         // A second insert of the key: the speculative insertion finds the conflict and says so, without
         // waiting or reading (the claim reads again).
         assert!(matches!(
-            crate::direct::claim("served", "k", &fp, now, now + 60_000_000),
+            crate::direct::claim("served", "k", &fp, now, now + 60_000_000, || true),
             Some(crate::direct::Inserted::Conflict)
         ));
         let probed = probe_row("served", "k", &fp)

@@ -46,15 +46,23 @@ UPDATE idem_keys SET lease_ends_at = now() - interval '10 days'
  WHERE scope = 'backlog' AND key IN ('u1', 'u2', 'u3');
 SELECT idem_sweep(batch_size => 2) AS swept;
 SELECT key FROM idem_keys WHERE scope = 'backlog' ORDER BY key;
--- idem_lookup is PARALLEL SAFE: inside a parallel query, after the transaction wrote, it reads with the
--- query's snapshot (a new one is forbidden there), and sees the transaction's own claim.
+-- idem_lookup is PARALLEL RESTRICTED: in a parallel query it runs in the leader, which holds the
+-- transaction's own claim (written or not yet: the write-once claim), in parallel mode, with the query's
+-- snapshot (a new one is forbidden there).
 SELECT CASE WHEN current_setting('server_version_num')::int >= 160000
             THEN 'debug_parallel_query' ELSE 'force_parallel_mode' END AS parallel_setting \gset
 SELECT set_config(:'parallel_setting', 'on', false) AS forced;
+CREATE TABLE par_keys (key text);
+INSERT INTO par_keys VALUES ('k'), ('absent');
 BEGIN;
+SET LOCAL parallel_setup_cost = 0;
+SET LOCAL parallel_tuple_cost = 0;
+SET LOCAL min_parallel_table_scan_size = 0;
 SELECT (idem_claim('par', 'k', '{}'::jsonb)).outcome;
 SELECT (idem_lookup('par', 'k')).outcome;
-EXPLAIN (COSTS OFF) SELECT (idem_lookup('par', 'k')).outcome;
-SELECT (idem_lookup('par', 'absent')).outcome IS NULL AS absent;
+-- the keys come from a parallel scan; the leader looks each one up
+EXPLAIN (COSTS OFF) SELECT key, (idem_lookup('par', key)).outcome FROM par_keys;
+SELECT key, (idem_lookup('par', key)).outcome FROM par_keys ORDER BY key;
 ROLLBACK;
+DROP TABLE par_keys;
 SELECT set_config(:'parallel_setting', 'off', false) AS unforced;
