@@ -61,6 +61,7 @@ COMMENT ON FUNCTION idem_keys_distributed() IS
 COMMENT ON FUNCTION idem_keys_sweep_shards(idem_sweep_progress, integer, boolean) IS
     'One sweep batch on a node of a Citus cluster: both kinds, over each shard of idem_keys this node holds.';
 COMMENT ON FUNCTION idem_keys_record_sweep(bigint, bigint) IS 'Record a finished sweep for idem_sweep_status().';
+COMMENT ON FUNCTION idem_keys_sweeps_here(text) IS 'Refuses a sweep on a Citus coordinator, which holds none of the distributed table''s rows (0A000, with what to run instead).';
 COMMENT ON FUNCTION idem_keys_batch_size(integer) IS 'A sweep''s batch size: the setting when NULL, 22023 when not positive.';
 COMMENT ON INDEX idem_keys_settings_pkey IS 'One value per protected setting.';
 COMMENT ON INDEX idem_keys_sweep_record_pkey IS 'idem_keys_sweep_record holds one row.';

@@ -182,6 +182,30 @@ BEGIN ATOMIC
            longest_batch = greatest(r.longest_batch, excluded.longest_batch);
 END;
 
+-- On a Citus coordinator the table is a shell: the rows are in the workers' shards, and a sweep there would
+-- remove nothing and report 0, so a pg_cron job scheduled there would never sweep, silently. Refuse, and say
+-- what to run instead (the extension's src/api/sweep.rs). Citus's catalog is read only where Citus is.
+-- Quoted with $body$: the hint quotes a $$ string.
+CREATE OR REPLACE FUNCTION idem_keys_sweeps_here(function_name text)
+RETURNS void
+LANGUAGE plpgsql STABLE
+AS $body$
+DECLARE
+    coordinator boolean := false;
+BEGIN
+    IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL THEN
+        EXECUTE 'SELECT EXISTS (SELECT FROM pg_catalog.pg_dist_partition WHERE logicalrelid = $1)
+                        AND pg_catalog.citus_is_coordinator()'
+           INTO coordinator USING 'idem_keys'::regclass;
+    END IF;
+    IF coordinator THEN
+        PERFORM idem_keys_raise('0A000', function_name || ': this Citus coordinator holds no idem_keys rows to sweep',
+            'idem_keys is distributed: its rows are in the workers'' shards, and each worker sweeps its own.',
+            'Sweep on the workers: SELECT * FROM run_command_on_workers($$SELECT idem_sweep()$$) from here, or schedule the sweep on each worker (pg_cron there).');
+    END IF;
+END
+$body$;
+
 CREATE OR REPLACE FUNCTION idem_keys_batch_size(batch_size integer)
 RETURNS integer
 LANGUAGE plpgsql STABLE
@@ -205,6 +229,7 @@ DECLARE
     progress idem_sweep_progress;
 BEGIN
     PERFORM idem_keys_writable('idem_sweep');
+    PERFORM idem_keys_sweeps_here('idem_sweep');
     size := idem_keys_batch_size(batch_size);
     LOOP
         progress := idem_keys_sweep_batch(progress, size, true);
@@ -225,6 +250,7 @@ DECLARE
     step idem_sweep_progress;
 BEGIN
     PERFORM idem_keys_writable('idem_sweep_step');
+    PERFORM idem_keys_sweeps_here('idem_sweep_step');
     size := idem_keys_batch_size(batch_size);
     -- idem_sweep_paced commits after every step, so no ties are taken.
     step := idem_keys_sweep_batch(progress, size, false);

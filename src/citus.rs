@@ -231,3 +231,15 @@ fn metadata_tag(shard: &Shard) -> pg_sys::LOCKTAG {
         locktag_lockmethodid: pg_sys::USER_LOCKMETHOD as u8,
     }
 }
+
+/// Whether this node is the Citus cluster's coordinator (`citus_is_coordinator()`), where a distributed
+/// table's own relation holds no rows.
+pub fn is_coordinator() -> bool {
+    crate::store::with_spi(|client| {
+        client
+            .select("SELECT pg_catalog.citus_is_coordinator()", None, &[])
+            .ok()
+            .and_then(|rows| rows.first().get_one::<bool>().ok().flatten())
+            .unwrap_or(false)
+    })
+}

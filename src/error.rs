@@ -188,6 +188,17 @@ pub fn claim_lost(scope: &str, key: &str) -> ! {
     )
 }
 
+/// 0A000: a sweep called on a Citus coordinator, which holds none of the distributed table's rows.
+#[track_caller]
+pub fn sweep_on_coordinator(function: &str) -> ! {
+    raise!(
+        PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+        format!("{function}: this Citus coordinator holds no idem_keys rows to sweep"),
+        Some("idem_keys is distributed: its rows are in the workers' shards, and each worker sweeps its own.".to_string()),
+        Some("Sweep on the workers: SELECT * FROM run_command_on_workers($$SELECT idem_sweep()$$) from here, or schedule the sweep on each worker (pg_cron there, or the background worker with idem_keys.sweep_databases)."),
+    )
+}
+
 /// 55000: the token does not own the key (any more): someone recovered it after the lease ran out. The
 /// current owner's token is a capability, so it is never shown.
 #[track_caller]

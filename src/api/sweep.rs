@@ -11,11 +11,22 @@ use pgrx::prelude::*;
 #[search_path(pg_catalog, @extschema@, pg_temp)]
 fn idem_sweep(batch_size: default!(Option<i32>, "NULL")) -> i64 {
     crate::args::writable("idem_sweep");
+    refuse_on_a_citus_coordinator("idem_sweep");
     let batch_size = batch_size_or_default(batch_size);
     let mut sweep = Sweep::in_one_transaction();
     while sweep.batch(batch_size) {}
     sweep.record();
     sweep.removed
+}
+
+/// On a Citus coordinator the table is a shell: the rows are in the workers' shards, and a sweep here would
+/// remove nothing and report 0, so a pg_cron job scheduled here would never sweep, silently. Say so, and
+/// what to run instead. (The background worker, which sweeps every database it is told to, is not refused:
+/// on the coordinator it finds no shard and does nothing, as docs/scale-out.md says.)
+fn refuse_on_a_citus_coordinator(function: &str) {
+    if crate::catalog::names().is_some_and(|names| names.distributed) && crate::citus::is_coordinator() {
+        crate::error::sweep_on_coordinator(function)
+    }
 }
 
 // Spelled out in the signature too: the SQL generator reads the macro there, not through an alias.
@@ -31,6 +42,7 @@ fn idem_sweep_step(
     batch_size: default!(Option<i32>, "NULL"),
 ) -> pgrx::composite_type!('static, "idem_sweep_progress") {
     crate::args::writable("idem_sweep_step");
+    refuse_on_a_citus_coordinator("idem_sweep_step");
     let batch_size = batch_size_or_default(batch_size);
     let tuple = progress.as_ref();
     let timestamp = |name| -> Option<i64> {

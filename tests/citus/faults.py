@@ -14,7 +14,7 @@ import time
 import psycopg
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
-from checklist import Checklist  # noqa: E402 (after the path it is found on)
+from checklist import Checklist, error_of  # noqa: E402 (after the path it is found on)
 
 EDITION, DIR, PORT = sys.argv[1], sys.argv[2], int(sys.argv[3])
 WORKER_PORTS = [PORT + 1, PORT + 2]
@@ -76,6 +76,11 @@ def sweep():
     time.sleep(0.05)
     before = expired_now()
     check("sweep: idem_stats counts the expired answers of both workers", before >= 6, before)
+    with connect() as c:
+        refused = error_of(c, "SELECT idem_sweep()")
+    check("sweep: idem_sweep() on the coordinator, which holds no rows, is refused with 0A000 and what to run",
+          refused is not None and refused[0] == "0A000" and "run_command_on_workers" in (refused[3] or ""), refused)
+    check("sweep: the refused sweep removed nothing", expired_now() == before, expired_now())
     for port in WORKER_PORTS:
         with connect(port) as w:
             removed = w.execute("SELECT idem_sweep()").fetchone()[0]

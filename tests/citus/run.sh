@@ -33,7 +33,7 @@ cleanup() {
 }
 trap cleanup EXIT
 # The isolation specs whose races are the keyed verbs' (section 6).
-ISOLATION_SPECS="checkpoint_recover claim_claim claim_finish claim_open_transaction claim_wait recover_recover same_transaction"
+ISOLATION_SPECS="checkpoint_recover claim_claim claim_finish claim_implicit_transaction claim_open_transaction claim_wait recover_recover same_transaction"
 url() { echo "host=127.0.0.1 port=$1 dbname=idem user=${2:-postgres}"; }
 coordinator() { sql_at "$dir/coordinator" "$port" -d idem "$@"; }
 
