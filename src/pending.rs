@@ -35,6 +35,9 @@ struct Claim {
     lease_ends_at: i64,
     /// The subtransaction that made it: a rollback to before it forgets it.
     subxact: pg_sys::SubTransactionId,
+    /// The user the claim ran as: the functions' owner (SECURITY DEFINER), whom the commit's write runs as too,
+    /// since the caller may not write the table.
+    owner: pg_sys::Oid,
 }
 
 impl Claim {
@@ -100,8 +103,9 @@ pub fn claim(scope: &str, key: &str, fingerprint: &[u8], now: i64, lease_ends_at
             token,
             created_at: now,
             lease_ends_at,
-            // SAFETY: a plain read of the transaction state.
+            // SAFETY: plain reads of the transaction state and the current user.
             subxact: unsafe { pg_sys::GetCurrentSubTransactionId() },
+            owner: unsafe { pg_sys::GetUserId() },
         })
     });
     Deferred::Claimed(KeyRow::claimed(token, now, lease_ends_at))
@@ -212,12 +216,23 @@ unsafe extern "C-unwind" fn on_xact(event: pg_sys::XactEvent::Type, _arg: *mut s
             if claims.is_empty() {
                 return;
             }
-            // SAFETY: still inside the transaction; the statements need a snapshot, as any would.
-            unsafe { pg_sys::PushActiveSnapshot(pg_sys::GetTransactionSnapshot()) };
-            for claim in &claims {
-                write(claim);
+            // SAFETY: still inside the transaction; the statements need a snapshot, as any would, and run as
+            // the user who claimed (the functions' owner), as inside idem_claim; an error aborts the
+            // transaction, which puts the user back.
+            unsafe {
+                pg_sys::PushActiveSnapshot(pg_sys::GetTransactionSnapshot());
+                let (mut user, mut context) = (pg_sys::InvalidOid, 0);
+                pg_sys::GetUserIdAndSecContext(&mut user, &mut context);
+                for claim in &claims {
+                    pg_sys::SetUserIdAndSecContext(
+                        claim.owner,
+                        context | pg_sys::SECURITY_LOCAL_USERID_CHANGE as i32,
+                    );
+                    write(claim);
+                }
+                pg_sys::SetUserIdAndSecContext(user, context);
+                pg_sys::PopActiveSnapshot();
             }
-            unsafe { pg_sys::PopActiveSnapshot() };
         }
         XACT_EVENT_COMMIT | XACT_EVENT_ABORT | XACT_EVENT_PREPARE => {
             PENDING.with_borrow_mut(Vec::clear);
