@@ -20,10 +20,11 @@ COMMENT ON TABLE idem_keys_lock_seed IS
 INSERT INTO idem_keys_lock_seed (seed)
 SELECT (random() * 9007199254740991)::bigint # ((random() * 9007199254740991)::bigint << 11)
  WHERE NOT EXISTS (SELECT FROM idem_keys_lock_seed);
--- The body form's REQUEST also declares its is_json parameter, which NULL_ARGS and CHECK_ARGS check.
--- @overloads [{"REQUEST": "jsonb", "FINGERPRINT": "idem_fingerprint(request)", "NULL_ARGS": "", "CHECK_ARGS": ""}, {"REQUEST": "bytea", "FINGERPRINT": "sha256(request)", "NULL_ARGS": "", "CHECK_ARGS": ""}, {"REQUEST": "bytea, is_json boolean", "FINGERPRINT": "idem_keys_body_fingerprint(request, is_json)", "NULL_ARGS": " OR is_json IS NULL", "CHECK_ARGS": "\n        IF is_json IS NULL THEN\n            PERFORM idem_keys_null_argument('idem_claim', 'is_json');\n        END IF;"}]
+-- The body forms' REQUEST also declares is_json, and the HTTP form's BEFORE its method and target; NULL_ARGS,
+-- CHECK_BEFORE and CHECK_ARGS check them in the extension's order.
+-- @overloads [{"BEFORE": "", "REQUEST": "jsonb", "FINGERPRINT": "idem_fingerprint(request)", "NULL_ARGS": "", "CHECK_BEFORE": "", "CHECK_ARGS": ""}, {"BEFORE": "", "REQUEST": "bytea", "FINGERPRINT": "sha256(request)", "NULL_ARGS": "", "CHECK_BEFORE": "", "CHECK_ARGS": ""}, {"BEFORE": "", "REQUEST": "bytea, is_json boolean", "FINGERPRINT": "idem_keys_body_fingerprint(request, is_json)", "NULL_ARGS": " OR is_json IS NULL", "CHECK_BEFORE": "", "CHECK_ARGS": "\n        IF is_json IS NULL THEN\n            PERFORM idem_keys_null_argument('idem_claim', 'is_json');\n        END IF;"}, {"BEFORE": "method text, target text, ", "REQUEST": "bytea, is_json boolean", "FINGERPRINT": "idem_keys_request_fingerprint(method, target, request, is_json)", "NULL_ARGS": " OR method IS NULL OR target IS NULL OR is_json IS NULL", "CHECK_BEFORE": "\n        IF method IS NULL THEN\n            PERFORM idem_keys_null_argument('idem_claim', 'method');\n        END IF;\n        IF target IS NULL THEN\n            PERFORM idem_keys_null_argument('idem_claim', 'target');\n        END IF;", "CHECK_ARGS": "\n        IF is_json IS NULL THEN\n            PERFORM idem_keys_null_argument('idem_claim', 'is_json');\n        END IF;"}]
 CREATE OR REPLACE FUNCTION idem_claim(
-    scope text, key text, request @REQUEST@, lease interval DEFAULT NULL, wait interval DEFAULT '0')
+    scope text, key text, @BEFORE@request @REQUEST@, lease interval DEFAULT NULL, wait interval DEFAULT '0')
 RETURNS idem_result
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER PARALLEL UNSAFE
 SET search_path FROM CURRENT
@@ -43,7 +44,7 @@ DECLARE
     k record;
 BEGIN
     IF request IS NULL@NULL_ARGS@ OR NOT idem_keys_plain_call(scope, key) THEN
-        PERFORM idem_keys_check_call('idem_claim', scope, key, true);
+        PERFORM idem_keys_check_call('idem_claim', scope, key, true);@CHECK_BEFORE@
         IF request IS NULL THEN
             PERFORM idem_keys_null_argument('idem_claim', 'request');
         END IF;@CHECK_ARGS@

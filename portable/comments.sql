@@ -68,3 +68,5 @@ COMMENT ON INDEX idem_keys_sweep_record_pkey IS 'idem_keys_sweep_record holds on
 COMMENT ON INDEX idem_keys_lock_seed_pkey IS 'idem_keys_lock_seed holds one row.';
 COMMENT ON FUNCTION idem_keys_body_fingerprint(bytea, boolean) IS
     'The fingerprint of idem_claim(text, text, bytea, boolean, …): the jsonb form''s where is_json and the bytes are JSON jsonb accepts, else sha256 of the bytes.';
+COMMENT ON FUNCTION idem_keys_request_fingerprint(text, text, bytea, boolean) IS
+    'The fingerprint of idem_claim(text, text, text, text, bytea, boolean, …), an HTTP request as the middlewares fingerprint one: of {method, target, body} where is_json and the body is JSON jsonb accepts, else sha256 of method, target and body.';

@@ -53,3 +53,28 @@ BEGIN
     RETURN pg_catalog.sha256(request);
 END
 $$;
+
+-- The fingerprint of idem_claim's HTTP form (method, target, request bytea, is_json), as the middlewares
+-- fingerprint a request (contract/sql.json) and the extension computes it (src/api/claim.rs): with is_json and
+-- a body that is JSON jsonb accepts, that of jsonb_build_object('method', method, 'target', target, 'body',
+-- the body); otherwise sha256 of method || ' ' || target || E'\n' || the body, in UTF-8.
+CREATE OR REPLACE FUNCTION idem_keys_request_fingerprint(method text, target text, request bytea, is_json boolean)
+RETURNS bytea
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+AS $$
+DECLARE
+    body text;
+BEGIN
+    IF is_json THEN
+        BEGIN
+            body := pg_catalog.convert_from(request, 'UTF8');
+            IF pg_catalog.getdatabaseencoding() = 'UTF8' OR pg_catalog.length(body) = pg_catalog.octet_length(request) THEN
+                RETURN idem_fingerprint(pg_catalog.jsonb_build_object('method', method, 'target', target, 'body', body::jsonb));
+            END IF;
+        EXCEPTION WHEN OTHERS THEN
+            NULL; -- not UTF-8, or not JSON that jsonb accepts: the bytes' fingerprint
+        END;
+    END IF;
+    RETURN pg_catalog.sha256(pg_catalog.convert_to(method || ' ' || target || E'\n', 'UTF8') || request);
+END
+$$;

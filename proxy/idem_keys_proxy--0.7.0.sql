@@ -149,6 +149,13 @@ RETURNS @extschema@.idem_result LANGUAGE plproxy VOLATILE AS $$
     RUN ON idem_keys_proxy.route(scope, key);
     TARGET @extschema@.idem_claim;
 $$;
+CREATE FUNCTION idem_keys_proxy.remote_claim_http(scope text, key text, method text, target text, request bytea,
+    is_json boolean, lease interval, wait interval)
+RETURNS @extschema@.idem_result LANGUAGE plproxy VOLATILE AS $$
+    CLUSTER 'idem_keys_cluster';
+    RUN ON idem_keys_proxy.route(scope, key);
+    TARGET @extschema@.idem_claim;
+$$;
 CREATE FUNCTION idem_keys_proxy.remote_finish_jsonb(scope text, key text, token bigint, status_code integer,
     response jsonb, headers jsonb, retention interval)
 RETURNS void LANGUAGE plproxy VOLATILE AS $$
@@ -274,6 +281,21 @@ DECLARE s text; m text; d text; h text;
 BEGIN
     PERFORM idem_keys_proxy.check_call('idem_claim', scope, key);
     RETURN idem_keys_proxy.remote_claim_body(scope, key, request, is_json, lease, wait);
+EXCEPTION WHEN OTHERS THEN
+    GET STACKED DIAGNOSTICS s = RETURNED_SQLSTATE, m = MESSAGE_TEXT, d = PG_EXCEPTION_DETAIL, h = PG_EXCEPTION_HINT;
+    PERFORM idem_keys_proxy.reraise(s, m, d, h);
+END
+$$;
+CREATE FUNCTION @extschema@.idem_claim(scope text, key text, method text, target text, request bytea,
+    is_json boolean, lease interval DEFAULT NULL, wait interval DEFAULT '0')
+RETURNS @extschema@.idem_result LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET client_min_messages = warning
+AS $$
+DECLARE s text; m text; d text; h text;
+BEGIN
+    PERFORM idem_keys_proxy.check_call('idem_claim', scope, key);
+    RETURN idem_keys_proxy.remote_claim_http(scope, key, method, target, request, is_json, lease, wait);
 EXCEPTION WHEN OTHERS THEN
     GET STACKED DIAGNOSTICS s = RETURNED_SQLSTATE, m = MESSAGE_TEXT, d = PG_EXCEPTION_DETAIL, h = PG_EXCEPTION_HINT;
     PERFORM idem_keys_proxy.reraise(s, m, d, h);
@@ -503,6 +525,8 @@ COMMENT ON FUNCTION @extschema@.idem_release(text, text, bigint) IS
     'idem_release on the partition that holds (scope, key).';
 COMMENT ON FUNCTION @extschema@.idem_claim(text, text, bytea, boolean, interval, interval) IS
     'idem_claim for a request body of any kind (JSON when is_json and it parses), on the partition that holds (scope, key).';
+COMMENT ON FUNCTION @extschema@.idem_claim(text, text, text, text, bytea, boolean, interval, interval) IS
+    'idem_claim for an HTTP request (method, target, body; JSON when is_json and it parses), on the partition that holds (scope, key).';
 COMMENT ON FUNCTION @extschema@.idem_checkpoint(text, text, bigint, text, jsonb) IS
     'idem_checkpoint on the partition that holds (scope, key).';
 COMMENT ON FUNCTION @extschema@.idem_lookup(text, text) IS
@@ -524,6 +548,7 @@ COMMENT ON FUNCTION @extschema@.idem_cluster_status() IS
 COMMENT ON FUNCTION idem_keys_proxy.remote_claim_jsonb(text, text, jsonb, interval, interval) IS 'PL/Proxy: idem_claim(jsonb) on the key''s partition.';
 COMMENT ON FUNCTION idem_keys_proxy.remote_claim_bytea(text, text, bytea, interval, interval) IS 'PL/Proxy: idem_claim(bytea) on the key''s partition.';
 COMMENT ON FUNCTION idem_keys_proxy.remote_claim_body(text, text, bytea, boolean, interval, interval) IS 'PL/Proxy: idem_claim(bytea, boolean) on the key''s partition.';
+COMMENT ON FUNCTION idem_keys_proxy.remote_claim_http(text, text, text, text, bytea, boolean, interval, interval) IS 'PL/Proxy: idem_claim(text, text, bytea, boolean) on the key''s partition.';
 COMMENT ON FUNCTION idem_keys_proxy.remote_finish_jsonb(text, text, bigint, integer, jsonb, jsonb, interval) IS 'PL/Proxy: idem_finish(jsonb) on the key''s partition.';
 COMMENT ON FUNCTION idem_keys_proxy.remote_finish_bytea(text, text, bigint, integer, bytea, jsonb, interval) IS 'PL/Proxy: idem_finish(bytea) on the key''s partition.';
 COMMENT ON FUNCTION idem_keys_proxy.remote_release(text, text, bigint) IS 'PL/Proxy: idem_release on the key''s partition.';

@@ -98,6 +98,8 @@ COMMENT ON FUNCTION @extschema@.idem_claim(text, text, bytea, interval, interval
     'Claim an idempotency key for a raw request body; as idem_claim(text, text, jsonb, interval, interval). Cast the request: $3::bytea.';
 COMMENT ON FUNCTION @extschema@.idem_claim(text, text, bytea, boolean, interval, interval) IS
     'Claim an idempotency key for a request body of any kind, in one call: with is_json, bytes that parse as JSON are fingerprinted as the jsonb form does, and anything else as the bytea form does; as idem_claim(text, text, jsonb, interval, interval). Cast the request: $3::bytea, $4::boolean.';
+COMMENT ON FUNCTION @extschema@.idem_claim(text, text, text, text, bytea, boolean, interval, interval) IS
+    'Claim an idempotency key for an HTTP request, fingerprinted as the middlewares do, in one call: with is_json, a body that is JSON gets the fingerprint of jsonb_build_object(''method'', method, ''target'', target, ''body'', request::jsonb), any other request that of method || '' '' || target || E''\n'' || request; as idem_claim(text, text, jsonb, interval, interval).';
 COMMENT ON FUNCTION @extschema@.idem_checkpoint(text, text, bigint, text, jsonb) IS
     'Record how far the owner of a claimed key got (point, optional state); a recovering owner gets it back in idem_result.checkpoint. Only the current token may checkpoint; does not extend the lease.';
 COMMENT ON FUNCTION @extschema@.idem_finish(text, text, bigint, integer, jsonb, jsonb, interval) IS

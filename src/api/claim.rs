@@ -72,9 +72,62 @@ fn idem_claim_body_wait(
     claim(scope, key, &fingerprint, lease, wait).into_tuple(fcinfo)
 }
 
-/// The jsonb form's fingerprint of `bytes`, if they are JSON text PostgreSQL's jsonb accepts: UTF-8 without
-/// NUL (on a database whose encoding is not UTF8: ASCII), parsed by `jsonb_in`.
+/// Claim an idempotency key for an HTTP request, fingerprinted as the middlewares fingerprint one
+/// (contract/sql.json), in one call: with `is_json`, a body that is JSON gets the fingerprint of
+/// `jsonb_build_object('method', method, 'target', target, 'body', request::jsonb)`, and any other request that
+/// of the bytes `method || ' ' || target || E'\n' || request`, exactly as the two statements a middleware sent
+/// before, the second after the first failed to parse the body.
+// No SET search_path: the hot verbs pin it only around SQL (catalog.rs).
+#[pg_extern(name = "idem_claim", volatile, parallel_unsafe, security_definer, requires = ["bootstrap"])]
+#[allow(clippy::too_many_arguments)] // the SQL function's parameters
+fn idem_claim_http_wait(
+    scope: Option<&str>,
+    key: Option<&str>,
+    method: Option<&str>,
+    target: Option<&str>,
+    request: Option<&[u8]>,
+    is_json: Option<bool>,
+    lease: default!(Option<Interval>, "NULL"),
+    wait: default!(Option<Interval>, "'0'"),
+    fcinfo: pg_sys::FunctionCallInfo,
+) -> IdemResult {
+    args::writable("idem_claim");
+    let (scope, key) = args::scope_and_key("idem_claim", scope, key);
+    let method = args::require(method, "idem_claim", "method");
+    let target = args::require(target, "idem_claim", "target");
+    let request = args::require(request, "idem_claim", "request");
+    let is_json = args::require(is_json, "idem_claim", "is_json");
+    let fingerprint = is_json
+        .then(|| fingerprint_of_json_request(method, target, request))
+        .flatten()
+        .unwrap_or_else(|| {
+            let line = format!("{method} {target}\n");
+            fingerprint::of_bytes(&[line.as_bytes(), request].concat())
+        });
+    claim(scope, key, &fingerprint, lease, wait).into_tuple(fcinfo)
+}
+
+/// The jsonb form's fingerprint of `bytes`, if they are JSON text PostgreSQL's jsonb accepts.
 fn fingerprint_of_json_bytes(bytes: &[u8]) -> Option<Fingerprint> {
+    json_value(bytes).map(|value| value.with_text(fingerprint::of_jsonb_text))
+}
+
+/// The fingerprint of the object {method, target, body}, if the body is JSON jsonb accepts. The body is
+/// parsed alone first, so that no body can reach out into the object around it (`1, "method": "GET"` is not
+/// JSON, and stays bytes); the object is then parsed from the body's canonical text.
+fn fingerprint_of_json_request(method: &str, target: &str, body: &[u8]) -> Option<Fingerprint> {
+    let body = json_value(body)?.with_text(|text| String::from_utf8(text.to_vec()).ok())?;
+    let object = format!(
+        "{{\"method\": {}, \"target\": {}, \"body\": {body}}}",
+        serde_json::to_string(method).ok()?,
+        serde_json::to_string(target).ok()?,
+    );
+    fingerprint_of_json_bytes(object.as_bytes())
+}
+
+/// `bytes` as a jsonb value, if they are JSON text PostgreSQL's jsonb accepts: UTF-8 without NUL (on a
+/// database whose encoding is not UTF8: ASCII), parsed by `jsonb_in`.
+fn json_value(bytes: &[u8]) -> Option<RawJsonb> {
     std::str::from_utf8(bytes).ok()?;
     // SAFETY: a plain read of the database's encoding.
     let utf8 = unsafe { pg_sys::GetDatabaseEncoding() } == pg_sys::pg_enc::PG_UTF8 as i32;
@@ -82,8 +135,7 @@ fn fingerprint_of_json_bytes(bytes: &[u8]) -> Option<Fingerprint> {
         return None;
     }
     let text = std::ffi::CString::new(bytes).ok()?;
-    let value = crate::compat::jsonb_parsed(&text)?;
-    Some(RawJsonb::made(value).with_text(fingerprint::of_jsonb_text))
+    crate::compat::jsonb_parsed(&text).map(RawJsonb::made)
 }
 
 /// The 0.1.0 entry points (no `wait`), reached only from a catalog still at 0.1.0: this library's statements

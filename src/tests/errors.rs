@@ -35,6 +35,16 @@ const CASES: &[(&str, &str, &str)] = &[
         "22004",
     ),
     (
+        "NULL method",
+        "SELECT idem_claim('e', 'n', NULL::text, '/', '\\x7b7d'::bytea, true) WHERE $1::bigint > 0",
+        "22004",
+    ),
+    (
+        "NULL target",
+        "SELECT idem_claim('e', 'n', 'POST', NULL::text, '\\x7b7d'::bytea, true) WHERE $1::bigint > 0",
+        "22004",
+    ),
+    (
         "NULL token",
         "SELECT idem_finish('e', 'k', NULL, 200, '{}'::jsonb) WHERE $1::bigint > 0",
         "22004",
