@@ -126,11 +126,10 @@ fn position(scope: &str, key: &str) -> Option<usize> {
 /// claimed, and the caller finishes it the usual way).
 pub fn finish(scope: &str, key: &str, answer: &Finish) -> Option<bool> {
     let at = position(scope, key)?;
-    let claim = PENDING.with_borrow_mut(|pending| pending.remove(at));
-    if claim.token != answer.token {
-        PENDING.with_borrow_mut(|pending| pending.insert(at, claim));
+    if PENDING.with_borrow(|pending| pending[at].token) != answer.token {
         return Some(false);
     }
+    let claim = PENDING.with_borrow_mut(|pending| pending.remove(at));
     if direct::applies() && direct::insert_claimed(&claim.as_claimed(), Some(answer)) == Some(true) {
         return Some(true);
     }

@@ -299,16 +299,19 @@ fn attempt(
                 // A read-only transaction: the SQL statement raises the error its caller expects.
                 None if !direct::applies() => break,
                 // Nobody has written the key; a claim another transaction made without writing it
-                // (src/pending.rs) is known by its key lock alone.
-                None if key_lock::held_elsewhere(scope, key) => return held(),
+                // (src/pending.rs) is known by its key lock alone, which a deferred claim takes (`Held`)
+                // and an insert checks before it writes.
                 None => {
-                    if pending::applies(citus) {
-                        match pending::claim(scope, key, fingerprint, now, lease_ends_at) {
-                            Deferred::Claimed(row) => return claimed(row, now),
-                            Deferred::Held => return held(),
-                            Deferred::Raced => continue,
-                            Deferred::NotDeferred => {}
-                        }
+                    let deferred = pending::applies(citus)
+                        .then(|| pending::claim(scope, key, fingerprint, now, lease_ends_at));
+                    match deferred {
+                        Some(Deferred::Claimed(row)) => return claimed(row, now),
+                        Some(Deferred::Held) => return held(),
+                        Some(Deferred::Raced) => continue,
+                        // `hold` found the lock free a moment ago: no need to look again.
+                        Some(Deferred::NotDeferred) => {}
+                        None if key_lock::held_elsewhere(scope, key) => return held(),
+                        None => {}
                     }
                     // Once the row is in, the key lock again: a claim that took it meanwhile read the key
                     // before this row was there, and owns it.
